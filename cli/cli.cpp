@@ -1,0 +1,407 @@
+#include "shardcheck/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "shardcheck/properties/driver.hpp"
+#include "shardcheck/properties/mutants.hpp"
+
+namespace shardcheck {
+
+namespace {
+
+struct usage_error : error {
+  using error::error;
+};
+
+// Built-in, extra and (for replay lines and explicit --strategy only) mutant strategies.
+struct catalogue {
+  par::registry builtin = par::builtin_strategies();
+  par::registry extra;
+  par::registry mutants = prop::mutant_strategies();
+
+  [[nodiscard]] const par::strategy* find(std::string_view name) const {
+    for (const par::registry* r : {&builtin, &extra, &mutants})
+      if (const auto* s = r->find(name)) return s;
+    return nullptr;
+  }
+  [[nodiscard]] std::vector<const par::strategy*> normal() const {
+    std::vector<const par::strategy*> out;
+    for (const par::registry* r : {&builtin, &extra})
+      for (const auto& s : r->all()) out.push_back(s.get());
+    return out;
+  }
+  [[nodiscard]] const par::strategy& need(const std::string& name) const {
+    const auto* s = find(name);
+    if (s == nullptr) {
+      std::string known;
+      for (const auto* n : normal()) known += (known.empty() ? "" : ", ") + n->name();
+      throw usage_error("unknown strategy '" + name + "' (known: " + known + ")");
+    }
+    return *s;
+  }
+};
+
+std::string placements_line(const par::strategy& s, const par::run_case& c) {
+  std::string out;
+  for (par::tensor t : par::all_tensors)
+    out += (out.empty() ? "" : "  ") + std::string(par::to_string(t)) + " " +
+           par::to_string(s.placement_of(t, c));
+  return out;
+}
+
+// A case for `list` and `explain`: the strategy's defaults on a given shape.
+par::run_case default_case(const par::strategy& s, int p, std::int64_t m, std::int64_t n,
+                           std::int64_t k) {
+  par::run_case c;
+  c.strategy = s.name();
+  c.p = p;
+  c.prob.M = m;
+  c.prob.N = n;
+  c.prob.K = k;
+  return c;
+}
+
+int do_list(const catalogue& cat) {
+  for (const auto* s : cat.normal()) {
+    const par::run_case c = [&] {
+      par::run_case d = default_case(*s, 1, 1, 1, 1);
+      par::complete_and_validate(*s, d);
+      return d;
+    }();
+    std::printf("%s\n  %s\n  placements (1-axis mesh, defaults): %s\n", s->name().c_str(),
+                s->summary().c_str(), placements_line(*s, c).c_str());
+    for (const auto& ps : s->params())
+      std::printf("  parameter %s in [%lld, %lld], default %lld: %s\n", ps.name.c_str(),
+                  static_cast<long long>(ps.min), static_cast<long long>(ps.max),
+                  static_cast<long long>(ps.fallback), ps.help.c_str());
+  }
+  return 0;
+}
+
+nlohmann::ordered_json entry_json(const par::ledger_entry& e) {
+  nlohmann::ordered_json j = {{"collective", par::to_string(e.kind)}, {"axis", e.axis},
+                      {"elements", e.elements},           {"elem_bytes", e.elem_bytes},
+                      {"bytes_sent", e.bytes_sent},       {"bytes_received", e.bytes_received}};
+  if (e.root >= 0) j["root"] = e.root;
+  return j;
+}
+
+int do_explain(const catalogue& cat, const std::string& name, par::run_case c, bool json) {
+  const par::strategy& s = cat.need(name);
+  c.strategy = s.name();
+  par::complete_and_validate(s, c);
+  const auto dims = s.mesh_dims(c);
+  nlohmann::ordered_json out;
+  out["strategy"] = s.name();
+  out["summary"] = s.summary();
+  out["case"] = c.to_string();
+  out["mesh"] = dims;
+  for (par::tensor t : par::all_tensors)
+    out["placements"][std::string(par::to_string(t))] = par::to_string(s.placement_of(t, c));
+  for (const auto& [key, part] : c.parts) out["partitions"][key] = part.sizes();
+  nlohmann::ordered_json totals = {{"forward", nlohmann::ordered_json::object()},
+                           {"backward", nlohmann::ordered_json::object()}};
+  for (int r = 0; r < c.p; ++r) {
+    const auto coords = par::coords_of(r, dims);
+    const par::cost_estimate cost = s.cost(c, coords);
+    nlohmann::ordered_json rank = {{"rank", r}, {"coords", coords}};
+    for (par::tensor t : par::all_tensors) {
+      const par::block b = par::block_of(s, c, t, coords);
+      rank["blocks"][std::string(par::to_string(t))] = {
+          {"row0", b.row0}, {"rows", b.rows}, {"col0", b.col0}, {"cols", b.cols}};
+    }
+    for (const auto& [phase, list] : {std::pair{"forward", &cost.forward},
+                                      std::pair{"backward", &cost.backward}}) {
+      rank[phase] = nlohmann::ordered_json::array();
+      for (const auto& e : *list) {
+        rank[phase].push_back(entry_json(e));
+        if (r == 0) {
+          auto& n = totals[phase][std::string(par::to_string(e.kind))];
+          n = n.is_null() ? 1 : n.get<int>() + 1;
+        }
+      }
+    }
+    rank["peak_bytes_bound"] = {{"forward", cost.peak_forward}, {"backward", cost.peak_backward}};
+    rank["chain_lengths"] = {{"Y", cost.chains.y}, {"dX", cost.chains.dx}, {"dW", cost.chains.dw}};
+    out["ranks"].push_back(rank);
+  }
+  out["collectives_per_phase"] = totals;
+  if (json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << s.name() << ": " << s.summary() << "\ncase: " << c.to_string() << "\nplacements: "
+            << placements_line(s, c) << "\n";
+  for (const auto& [key, part] : c.parts) std::cout << "partition " << key << ": " << part.to_string() << "\n";
+  for (const char* phase : {"forward", "backward"}) {
+    std::cout << phase << ":";
+    if (totals[phase].empty()) std::cout << " no collectives";
+    for (const auto& [kind, n] : totals[phase].items()) std::cout << " " << n << " × " << kind;
+    std::cout << "\n";
+  }
+  for (const auto& rank : out["ranks"]) {
+    std::cout << "rank " << rank["rank"].get<int>() << ":";
+    for (const auto& [t, b] : rank["blocks"].items())
+      std::cout << " " << t << "[" << b["row0"] << "+" << b["rows"] << ", " << b["col0"] << "+"
+                << b["cols"] << "]";
+    std::cout << "\n";
+    for (const char* phase : {"forward", "backward"})
+      for (const auto& e : rank[phase]) {
+        std::cout << "  " << phase << " " << e["collective"].get<std::string>() << ": "
+                  << e["elements"] << " elements, sent " << e["bytes_sent"] << " B, received "
+                  << e["bytes_received"] << " B\n";
+      }
+    std::cout << "  peak memory bound: forward " << rank["peak_bytes_bound"]["forward"]
+              << " B, backward " << rank["peak_bytes_bound"]["backward"]
+              << " B; error-bound chains: Y " << rank["chain_lengths"]["Y"] << ", dX "
+              << rank["chain_lengths"]["dX"] << ", dW " << rank["chain_lengths"]["dW"] << "\n";
+  }
+  return 0;
+}
+
+std::string human_bytes(std::int64_t b) {
+  char buf[64];
+  if (b < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  else if (b < 1 << 20) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+  return buf;
+}
+
+void print_report_row(const prop::strategy_report& r) {
+  std::printf("%-28s %6d  %-4s %8.2f s  %12.2f  %s / %s\n", r.name.c_str(), r.cases,
+              r.passed ? "pass" : "FAIL", r.seconds, r.worst_error, human_bytes(r.peak_bytes).c_str(),
+              human_bytes(r.bound_bytes).c_str());
+}
+
+void print_failure(const prop::strategy_report& r, const std::string& program) {
+  std::printf("FAIL %s: %s\n", r.name.c_str(), r.failure.message.c_str());
+  std::printf("  failing properties: %s\n",
+              (r.failure.failed & static_cast<unsigned>(prop::property::runs)) != 0
+                  ? ("runs," + prop::properties_to_string(r.failure.failed)).c_str()
+                  : prop::properties_to_string(r.failure.failed).c_str());
+  if (!r.replay.empty())
+    std::printf("  replay: %s\n",
+                prop::replay_command(program, par::run_case::parse(r.replay)).c_str());
+}
+
+const char* table_header =
+    "strategy                      cases  result     time  worst err/u·mag  measured peak / bound\n";
+
+struct verify_options {
+  std::vector<std::string> strategies;
+  int cases = 200;
+  std::uint64_t seed = 1;
+  std::string replay;
+  std::string properties = "all";
+  double case_timeout = 120;
+  bool quiet = false;
+};
+
+int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
+  if (o.cases < 1) throw usage_error("--cases must be at least 1");
+  if (o.case_timeout <= 0) throw usage_error("--case-timeout must be positive");
+  const unsigned mask = prop::parse_properties(o.properties);
+  std::vector<const par::strategy*> chosen;
+  for (const auto& name : o.strategies) chosen.push_back(&cat.need(name));
+  if (chosen.empty()) chosen = cat.normal();
+  par::run_case replay_case;
+  if (!o.replay.empty()) {
+    replay_case = par::run_case::parse(o.replay);
+    par::complete_and_validate(cat.need(replay_case.strategy), replay_case);
+  }
+  par::comm world = par::comm::world();
+  if (replay_case.p > world.size())
+    throw usage_error("the case needs p=" + std::to_string(replay_case.p) + " workers; only " +
+                      std::to_string(world.size()) + " ranks were launched (mpirun -n " +
+                      std::to_string(replay_case.p) + ")");
+  prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout);
+  int status = 0;
+  if (!d.leader()) {
+    d.serve();
+  } else if (!o.replay.empty()) {
+    const prop::case_verdict v = d.run(replay_case, mask);
+    d.stop();
+    std::printf("case: %s\n", replay_case.to_string().c_str());
+    if (v.failed == 0) {
+      std::printf("PASS (%s; worst error %.2f·u·mag, peak %s / bound %s)\n",
+                  prop::properties_to_string(mask).c_str(), v.worst_error,
+                  human_bytes(v.peak_bytes).c_str(), human_bytes(v.bound_bytes).c_str());
+    } else {
+      prop::strategy_report r;
+      r.name = replay_case.strategy;
+      r.failure = v;
+      r.replay = replay_case.to_string();
+      print_failure(r, program);
+      status = 1;
+    }
+  } else {
+    prop::suite_options so;
+    so.cases = o.cases;
+    so.seed = o.seed;
+    so.mask = mask;
+    so.progress = !o.quiet;
+    std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
+                d.ranks(), o.cases, static_cast<unsigned long long>(o.seed),
+                prop::properties_to_string(mask).c_str());
+    std::vector<prop::strategy_report> reports;
+    for (const auto* s : chosen) {
+      reports.push_back(d.check(*s, so));
+      if (!reports.back().passed) status = 1;
+    }
+    d.stop();
+    std::printf("%s", table_header);
+    int passed = 0;
+    for (const auto& r : reports) {
+      print_report_row(r);
+      passed += r.passed ? 1 : 0;
+    }
+    for (const auto& r : reports)
+      if (!r.passed) print_failure(r, program);
+    std::printf("%zu passed, %zu failed\n", static_cast<std::size_t>(passed),
+                reports.size() - static_cast<std::size_t>(passed));
+  }
+  std::fflush(stdout);
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return status;
+}
+
+int do_selftest(const catalogue& cat, int cases, std::uint64_t seed, double timeout,
+                const std::string& program) {
+  if (cases < 1) throw usage_error("--cases must be at least 1");
+  par::comm world = par::comm::world();
+  prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, timeout);
+  int status = 0;
+  if (!d.leader()) {
+    d.serve();
+  } else {
+    prop::suite_options so;
+    so.cases = cases;
+    so.seed = seed;
+    so.progress = false;
+    std::printf("shardcheck selftest: each mutant runs against the one property that must catch "
+                "it (%d ranks, up to %d cases)\n",
+                d.ranks(), cases);
+    std::printf("%-28s %-12s %-10s %s\n", "mutant", "property", "result", "cases to first failure");
+    for (const auto& m : prop::mutant_catalogue()) {
+      so.mask = static_cast<unsigned>(prop::property::runs) | static_cast<unsigned>(m.expected);
+      const prop::strategy_report r = d.check(cat.need(m.name), so);
+      const bool ok = !r.passed && (r.failure.failed & static_cast<unsigned>(m.expected)) != 0;
+      if (!ok) status = 1;
+      std::printf("%-28s %-12s %-10s %d\n", m.name.c_str(),
+                  std::string(prop::to_string(m.expected)).c_str(), ok ? "caught" : "NOT CAUGHT",
+                  r.cases);
+      std::printf("  defect: %s\n", m.defect.c_str());
+      if (!r.passed) {
+        std::printf("  smallest failing case: %s\n", r.failure.message.c_str());
+        std::printf("  replay: %s\n",
+                    prop::replay_command(program, par::run_case::parse(r.replay)).c_str());
+      }
+    }
+    d.stop();
+    std::printf("%s\n", status == 0 ? "selftest: every mutant caught" : "selftest: FAILED");
+  }
+  std::fflush(stdout);
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return status;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv, par::registry extra) {
+  catalogue cat;
+  for (auto& s : const_cast<std::vector<std::unique_ptr<par::strategy>>&>(extra.all()))
+    cat.extra.add(std::move(s));
+  const std::string program = argc > 0 ? argv[0] : "shardcheck";
+
+  CLI::App app{"shardcheck: proves that parallel GEMM strategies compute what one device "
+               "computes, with the memory and communication they claim."};
+  app.require_subcommand(1);
+  auto* list = app.add_subcommand("list", "List the strategies with their placements");
+
+  verify_options vo;
+  auto* verify = app.add_subcommand(
+      "verify", "Run the properties on generated cases (under mpirun; rank 0 drives)");
+  verify->add_option("--strategy", vo.strategies, "Strategy to verify (repeatable; default: all)");
+  verify->add_option("--cases", vo.cases, "Cases per strategy")->capture_default_str();
+  verify->add_option("--seed", vo.seed, "RapidCheck seed")->capture_default_str();
+  verify->add_option("--replay", vo.replay, "Run exactly one case, given by its replay line");
+  verify->add_option("--property", vo.properties,
+                     "Properties to check: all, or a list of forward,backward,ledger,memory,"
+                     "determinism,replicas")
+      ->capture_default_str();
+  verify->add_option("--case-timeout", vo.case_timeout,
+                     "Seconds before the watchdog ends a hung case")
+      ->capture_default_str();
+  verify->add_flag("--quiet", vo.quiet, "No progress lines");
+
+  std::string ex_name, ex_dtype = "f64", ex_layout = "out_in";
+  int ex_p = 1;
+  std::int64_t ex_m = 0, ex_n = 0, ex_k = 0;
+  std::vector<std::string> ex_parts, ex_params;
+  bool ex_json = false;
+  auto* explain = app.add_subcommand(
+      "explain", "Show a strategy's layouts, collectives per phase and memory bound");
+  explain->add_option("--strategy", ex_name, "Strategy")->required();
+  explain->add_option("-p", ex_p, "Workers")->required();
+  explain->add_option("--M", ex_m, "Rows of X (batch)")->required();
+  explain->add_option("--N", ex_n, "Output features")->required();
+  explain->add_option("--K", ex_k, "Input features")->required();
+  explain->add_option("--dtype", ex_dtype, "f32 or f64")->capture_default_str();
+  explain->add_option("--layout", ex_layout, "out_in or in_out")->capture_default_str();
+  explain->add_option("--part", ex_parts, "A partition, e.g. M=3,0,4 (default balanced)");
+  explain->add_option("--param", ex_params, "A strategy parameter, e.g. gather=0");
+  explain->add_flag("--json", ex_json, "JSON output");
+
+  int st_cases = 100;
+  std::uint64_t st_seed = 1;
+  double st_timeout = 120;
+  auto* selftest = app.add_subcommand(
+      "selftest", "Run the properties against every mutant; exit 0 only if all are caught");
+  selftest->add_option("--cases", st_cases, "Cases per mutant at most")->capture_default_str();
+  selftest->add_option("--seed", st_seed, "RapidCheck seed")->capture_default_str();
+  selftest->add_option("--case-timeout", st_timeout, "Watchdog seconds")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+
+  const bool needs_mpi = verify->parsed() || selftest->parsed();
+  std::unique_ptr<par::environment> env;
+  if (needs_mpi) env = std::make_unique<par::environment>(argc, argv);
+  int rank = 0;
+  if (needs_mpi) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    if (list->parsed()) return do_list(cat);
+    if (explain->parsed()) {
+      par::run_case c = default_case(cat.need(ex_name), ex_p, ex_m, ex_n, ex_k);
+      c.prob.type = parse_dtype(ex_dtype);
+      c.prob.layout = parse_weight_layout(ex_layout);
+      for (const auto& kv : ex_parts) {
+        const auto eq = kv.find('=');
+        if (eq == std::string::npos) throw usage_error("--part expects DIM=sizes, got '" + kv + "'");
+        c.parts.emplace(kv.substr(0, eq), par::partition::parse(kv.substr(eq + 1)));
+      }
+      for (const auto& kv : ex_params) {
+        const auto pc = par::run_case::parse("strategy=x p=1 M=0 N=0 K=0 " + kv);
+        c.params.insert(pc.params.begin(), pc.params.end());
+      }
+      return do_explain(cat, ex_name, c, ex_json);
+    }
+    if (verify->parsed()) return do_verify(cat, vo, program);
+    if (selftest->parsed()) return do_selftest(cat, st_cases, st_seed, st_timeout, program);
+  } catch (const shardcheck::error& e) {
+    if (rank == 0) std::fprintf(stderr, "shardcheck: %s\n", e.what());
+    return 2;
+  }
+  return 2;
+}
+
+}  // namespace shardcheck

@@ -1,0 +1,16 @@
+#pragma once
+// The shardcheck program as a library call, so that a project can plug in its own strategies:
+//   int main(int argc, char** argv) {
+//     shardcheck::par::registry mine;
+//     mine.add(std::make_unique<my_kernel>());
+//     return shardcheck::cli_main(argc, argv, std::move(mine));
+//   }
+// `extra` strategies are listed, verified, explained and benchmarked like the built-in ones.
+#include "shardcheck/parallel/registry.hpp"
+
+namespace shardcheck {
+
+// Exit codes: 0 all pass, 1 a property failed, 2 bad usage.
+int cli_main(int argc, char** argv, par::registry extra = {});
+
+}  // namespace shardcheck

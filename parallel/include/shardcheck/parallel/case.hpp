@@ -1,0 +1,32 @@
+#pragma once
+// One case: everything a run depends on, with a one-line string form that replays it.
+//   strategy=data_parallel p=3 M=7 N=5 K=4 dtype=f64 layout=out_in mode=exact seed=42 part.M=3,0,4 gather=1
+// `part.D=` gives the partition of problem dimension D (D@a on a mesh axis a > 0 of a many-axis
+// mesh); any other key is a parameter of the strategy.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "shardcheck/parallel/partition.hpp"
+#include "shardcheck/reference/types.hpp"
+
+namespace shardcheck::par {
+
+struct run_case {
+  std::string strategy;
+  int p = 1;
+  problem prob;
+  value_mode mode = value_mode::uniform;
+  std::uint64_t seed = 0;
+  std::map<std::string, partition> parts;
+  std::map<std::string, std::int64_t> params;
+
+  [[nodiscard]] std::string to_string() const;
+  // Throws invalid_problem naming the offending token.
+  [[nodiscard]] static run_case parse(std::string_view line);
+  [[nodiscard]] std::int64_t param(const std::string& name) const;
+  [[nodiscard]] const partition& part(const std::string& key) const;
+};
+
+}  // namespace shardcheck::par

@@ -1,0 +1,35 @@
+#pragma once
+// A rank's dense row-major block of a tensor, in tracked memory (counted by the memory meter).
+#include <cstddef>
+#include <span>
+#include <variant>
+
+#include "shardcheck/parallel/memory.hpp"
+#include "shardcheck/reference/types.hpp"
+
+namespace shardcheck::par {
+
+template <class T>
+struct matrix {
+  std::size_t rows = 0, cols = 0;
+  mem::tracked_vector<T> data;
+
+  matrix() = default;
+  matrix(std::size_t r, std::size_t c) : rows(r), cols(c), data(r * c) {}
+  [[nodiscard]] T* row(std::size_t i) { return data.data() + i * cols; }
+  [[nodiscard]] const T* row(std::size_t i) const { return data.data() + i * cols; }
+  [[nodiscard]] std::span<T> span() { return {data.data(), data.size()}; }
+  [[nodiscard]] std::span<const T> span() const { return {data.data(), data.size()}; }
+};
+
+using any_matrix = std::variant<matrix<float>, matrix<double>>;
+
+template <class T>
+[[nodiscard]] any_matrix make_matrix(std::size_t rows, std::size_t cols) {
+  return any_matrix(std::in_place_type<matrix<T>>, rows, cols);
+}
+[[nodiscard]] any_matrix make_matrix(dtype t, std::size_t rows, std::size_t cols);
+[[nodiscard]] std::size_t rows_of(const any_matrix& m);
+[[nodiscard]] std::size_t cols_of(const any_matrix& m);
+
+}  // namespace shardcheck::par

@@ -1,0 +1,60 @@
+#pragma once
+// Peak-memory measurement. One process-wide meter counts the bytes of every live allocation made
+// through tracking_allocator and, in binaries that link shardcheck::new_hook, through the global
+// operator new. A scope reports the peak of (live bytes − live bytes at its start).
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+namespace shardcheck::mem {
+
+void on_alloc(std::size_t bytes) noexcept;
+void on_free(std::size_t bytes) noexcept;
+[[nodiscard]] std::size_t live_bytes() noexcept;
+// True when the global operator new of this binary reports to the meter.
+[[nodiscard]] bool global_new_tracked() noexcept;
+void set_global_new_tracked() noexcept;
+
+// Measures the peak of live bytes above the level at construction.
+class peak_scope {
+ public:
+  peak_scope() noexcept;
+  ~peak_scope();
+  peak_scope(const peak_scope&) = delete;
+  peak_scope& operator=(const peak_scope&) = delete;
+  [[nodiscard]] std::size_t peak() const noexcept;
+
+ private:
+  std::size_t base_;
+  std::size_t saved_peak_;
+};
+
+template <class T>
+struct tracking_allocator {
+  using value_type = T;
+  tracking_allocator() noexcept = default;
+  template <class U>
+  tracking_allocator(const tracking_allocator<U>&) noexcept {}
+  [[nodiscard]] T* allocate(std::size_t n) {
+    const std::size_t bytes = n * sizeof(T);
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes == 0 ? 64 : 0));
+    if (p == nullptr) throw std::bad_alloc();
+    on_alloc(bytes);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    on_free(n * sizeof(T));
+    std::free(p);
+  }
+  template <class U>
+  bool operator==(const tracking_allocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+template <class T>
+using tracked_vector = std::vector<T, tracking_allocator<T>>;
+
+}  // namespace shardcheck::mem

@@ -1,0 +1,129 @@
+#pragma once
+// A thin RAII layer over MPI. Error policy: every communicator shardcheck creates or wraps uses
+// MPI_ERRORS_RETURN, and a failing call throws shardcheck::mpi_error with MPI's message.
+// Every collective a strategy issues goes through `comm`, which records it in the attached ledger
+// and, when checking is on, first compares a fingerprint (sequence number, kind, element size,
+// count, root) across the ranks, so that mismatched collectives fail with a clear message on
+// every rank instead of hanging.
+#include <mpi.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardcheck/parallel/ledger.hpp"
+#include "shardcheck/reference/types.hpp"
+
+namespace shardcheck::par {
+
+void check_mpi(int rc, const char* what);
+
+// Initialises MPI (funneled threads) unless already initialised; finalises in its destructor only
+// if it initialised.
+class environment {
+ public:
+  environment(int& argc, char**& argv);
+  ~environment();
+  environment(const environment&) = delete;
+  environment& operator=(const environment&) = delete;
+
+ private:
+  bool owns_ = false;
+};
+
+template <class T>
+MPI_Datatype mpi_type();
+template <>
+inline MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
+template <>
+inline MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
+
+class comm {
+ public:
+  comm() = default;
+  // Wraps `c`; frees it on destruction if `owned` (WORLD and SELF are never owned).
+  comm(MPI_Comm c, bool owned);
+  static comm world();
+  ~comm();
+  comm(comm&& o) noexcept;
+  comm& operator=(comm&& o) noexcept;
+  comm(const comm&) = delete;
+  comm& operator=(const comm&) = delete;
+
+  [[nodiscard]] int rank() const { return rank_; }
+  [[nodiscard]] int size() const { return size_; }
+  [[nodiscard]] bool valid() const { return c_ != MPI_COMM_NULL; }
+  [[nodiscard]] MPI_Comm native_handle() const { return c_; }
+
+  // \note collective over this comm. Ranks passing a negative colour get an invalid comm.
+  [[nodiscard]] comm split(int color, int key) const;
+
+  // Attaches a ledger (not owned) and the mesh axis this comm stands for; nullptr detaches.
+  void attach(ledger* l, int axis = 0) {
+    ledger_ = l;
+    axis_ = axis;
+  }
+  void set_checked(bool on) { checked_ = on; }
+  void reset_sequence() { sequence_ = 0; }
+
+  // \note collective over this comm. In place: rank r's part is buffer[displ_r, displ_r+counts[r]).
+  template <class T>
+  void all_gather(std::span<T> buffer, std::span<const std::int64_t> counts);
+  // \note collective over this comm. In place, sum.
+  template <class T>
+  void all_reduce_sum(std::span<T> buffer);
+  // \note collective over this comm. in: Σcounts elements; out: counts[rank] elements, the sum of
+  // every rank's part `rank`.
+  template <class T>
+  void reduce_scatter_sum(std::span<const T> in, std::span<T> out,
+                          std::span<const std::int64_t> counts);
+  // \note collective over this comm.
+  template <class T>
+  void broadcast(std::span<T> buffer, int root);
+  // \note collective over this comm. Parts are contiguous in rank order in both buffers.
+  template <class T>
+  void all_to_all(std::span<const T> in, std::span<const std::int64_t> send_counts,
+                  std::span<T> out, std::span<const std::int64_t> recv_counts);
+  // \note collective over this comm.
+  void barrier();
+
+ private:
+  void fingerprint(collective kind, std::size_t elem_bytes, std::int64_t count, int root);
+  void record(const ledger_entry& e) {
+    if (ledger_ != nullptr) ledger_->record(e, axis_);
+  }
+  void to_counts(std::span<const std::int64_t> counts, std::vector<int>& c,
+                 std::vector<int>& d) const;
+  MPI_Comm c_ = MPI_COMM_NULL;
+  bool owned_ = false;
+  int rank_ = 0, size_ = 0;
+  ledger* ledger_ = nullptr;
+  int axis_ = 0;
+  bool checked_ = false;
+  std::uint64_t sequence_ = 0;
+  std::vector<int> counts_a_, displs_a_, counts_b_, displs_b_;  // scratch, sized at construction
+};
+
+// A Cartesian mesh over a communicator: one sub-communicator per axis.
+class mesh {
+ public:
+  // \note collective over base. dims must multiply to base.size().
+  mesh(const comm& base, std::vector<int> dims);
+  [[nodiscard]] const std::vector<int>& dims() const { return dims_; }
+  [[nodiscard]] const std::vector<int>& coords() const { return coords_; }
+  [[nodiscard]] comm& axis(int a) { return axes_.at(static_cast<std::size_t>(a)); }
+  [[nodiscard]] comm& all() { return all_; }
+  void attach(ledger* l, bool checked);
+
+ private:
+  std::vector<int> dims_, coords_;
+  comm all_;
+  std::vector<comm> axes_;
+};
+
+}  // namespace shardcheck::par

@@ -1,0 +1,137 @@
+#pragma once
+// The strategy interface. A strategy is a name, the placements it expects and produces for each
+// tensor, forward and backward on local shards, and a cost model: for a case and a rank, the exact
+// collectives it will issue, its peak memory, and the longest addition chain of each output (which
+// the error bound uses). Everything else (data, blocks, checks, CLI, benchmarks) is derived from
+// these, so adding a strategy is one file plus one registry line.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "shardcheck/parallel/case.hpp"
+#include "shardcheck/parallel/ledger.hpp"
+#include "shardcheck/parallel/matrix.hpp"
+#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/placement.hpp"
+
+namespace shardcheck::par {
+
+// What a strategy runs on: the case's mesh (communicators per axis, recording into the ledger).
+struct context {
+  mesh& grid;
+  ledger& log;
+};
+
+struct param_spec {
+  std::string name;
+  std::int64_t min = 0, max = 0, fallback = 0;
+  std::string help;
+};
+
+// Longest chain of additions behind one element of each output (local share + reduction depth).
+struct chain_lengths {
+  std::int64_t y = 0, dx = 0, dw = 0;
+};
+
+struct cost_estimate {
+  std::vector<ledger_entry> forward, backward;  // this rank's collectives, in order
+  // Bytes the strategy allocates above its inputs, at most, in each phase (its outputs included).
+  std::int64_t peak_forward = 0, peak_backward = 0;
+  chain_lengths chains;
+};
+
+// The depth of the reduction tree that a sum of p partials goes through in the `mpi` backend.
+// Open MPI picks its algorithm at run time, so the bound takes the worst order: p − 1 additions.
+[[nodiscard]] inline std::int64_t reduction_depth(int p) { return p - 1; }
+
+class strategy {
+ public:
+  virtual ~strategy() = default;
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual std::string summary() const = 0;
+  [[nodiscard]] virtual std::vector<param_spec> params() const { return {}; }
+  // Mesh dimensions for p workers; their product is c.p.
+  [[nodiscard]] virtual std::vector<int> mesh_dims(const run_case& c) const { return {c.p}; }
+  // One placement per mesh axis for each tensor.
+  [[nodiscard]] virtual layout placement_of(tensor t, const run_case& c) const = 0;
+  [[nodiscard]] virtual cost_estimate cost(const run_case& c, std::span<const int> coords) const = 0;
+  // \note collective over ctx.grid. y is allocated by the strategy.
+  virtual void forward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
+                       any_matrix& y) const = 0;
+  // \note collective over ctx.grid. dx and dw are allocated by the strategy.
+  virtual void backward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
+                        const any_matrix& dy, any_matrix& dx, any_matrix& dw) const = 0;
+};
+
+// Implements the dtype dispatch: Derived provides
+//   template <class T> void forward_t(context&, const run_case&, const matrix<T>& x,
+//                                     const matrix<T>& w, matrix<T>& y) const;
+//   template <class T> void backward_t(context&, const run_case&, const matrix<T>& x,
+//                                      const matrix<T>& w, const matrix<T>& dy, matrix<T>& dx,
+//                                      matrix<T>& dw) const;
+template <class Derived>
+class strategy_base : public strategy {
+ public:
+  void forward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
+               any_matrix& y) const final {
+    if (c.prob.type == dtype::f32) run<float>(ctx, c, x, w, y);
+    else run<double>(ctx, c, x, w, y);
+  }
+  void backward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
+                const any_matrix& dy, any_matrix& dx, any_matrix& dw) const final {
+    if (c.prob.type == dtype::f32) run_backward<float>(ctx, c, x, w, dy, dx, dw);
+    else run_backward<double>(ctx, c, x, w, dy, dx, dw);
+  }
+
+ private:
+  template <class T>
+  void run(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
+           any_matrix& y) const {
+    y.template emplace<matrix<T>>();
+    self().template forward_t<T>(ctx, c, std::get<matrix<T>>(x), std::get<matrix<T>>(w),
+                                 std::get<matrix<T>>(y));
+  }
+  template <class T>
+  void run_backward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
+                    const any_matrix& dy, any_matrix& dx, any_matrix& dw) const {
+    dx.template emplace<matrix<T>>();
+    dw.template emplace<matrix<T>>();
+    self().template backward_t<T>(ctx, c, std::get<matrix<T>>(x), std::get<matrix<T>>(w),
+                                  std::get<matrix<T>>(dy), std::get<matrix<T>>(dx),
+                                  std::get<matrix<T>>(dw));
+  }
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+};
+
+// --- derived from placements: the same rules for every strategy ------------------------------
+
+// The problem dimension names of tensor t's rows and columns: X (M,K), W (N,K) or (K,N), Y and dY
+// (M,N), dX (M,K), dW as W.
+[[nodiscard]] std::pair<std::string, std::string> dim_names(tensor t, weight_layout l);
+[[nodiscard]] std::int64_t dim_length(const problem& p, const std::string& name);
+
+// A split the case must carry a partition for: key (e.g. "M", or "K@1"), length, parts.
+struct split {
+  std::string key;
+  std::int64_t length = 0;
+  int parts = 1;
+};
+[[nodiscard]] std::vector<split> splits_of(const strategy& s, const run_case& c);
+
+// A rank's region of a global tensor.
+struct block {
+  std::int64_t row0 = 0, rows = 0, col0 = 0, cols = 0;
+  friend bool operator==(const block&, const block&) = default;
+};
+[[nodiscard]] block block_of(const strategy& s, const run_case& c, tensor t,
+                             std::span<const int> coords);
+// Rank r's coordinates on a mesh (row-major, as MPI_Cart_create without reordering).
+[[nodiscard]] std::vector<int> coords_of(int rank, const std::vector<int>& dims);
+// Fills in balanced partitions and default parameters the case lacks, then checks everything:
+// mesh product, partitions (present, right length and part count), parameters (declared, in
+// range), that outputs are never partial. Throws invalid_problem.
+void complete_and_validate(const strategy& s, run_case& c);
+
+}  // namespace shardcheck::par

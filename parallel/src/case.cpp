@@ -1,0 +1,98 @@
+#include "shardcheck/parallel/case.hpp"
+
+#include <charconv>
+#include <set>
+#include <sstream>
+
+namespace shardcheck::par {
+
+std::string run_case::to_string() const {
+  std::ostringstream os;
+  os << "strategy=" << strategy << " p=" << p << " M=" << prob.M << " N=" << prob.N
+     << " K=" << prob.K << " dtype=" << shardcheck::to_string(prob.type)
+     << " layout=" << shardcheck::to_string(prob.layout)
+     << " mode=" << shardcheck::to_string(mode) << " seed=" << seed;
+  for (const auto& [key, part] : parts) os << " part." << key << '=' << part.to_string();
+  for (const auto& [key, value] : params) os << ' ' << key << '=' << value;
+  return os.str();
+}
+
+namespace {
+template <class I>
+I parse_int(std::string_view key, std::string_view v) {
+  I out{};
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+    throw invalid_problem("replay line: " + std::string(key) + "='" + std::string(v) +
+                          "' is not an integer in range");
+  return out;
+}
+}  // namespace
+
+run_case run_case::parse(std::string_view line) {
+  run_case c;
+  std::set<std::string, std::less<>> seen;
+  std::size_t pos = 0;
+  while (pos < line.size()) {
+    if (line[pos] == ' ' || line[pos] == '\t') {
+      ++pos;
+      continue;
+    }
+    std::size_t end = line.find_first_of(" \t", pos);
+    if (end == std::string_view::npos) end = line.size();
+    const std::string_view token = line.substr(pos, end - pos);
+    pos = end;
+    const std::size_t eq = token.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      throw invalid_problem("replay line: '" + std::string(token) +
+                            "' is not key=value (expected e.g. 'strategy=data_parallel p=2 M=4 "
+                            "N=3 K=5 dtype=f64 layout=out_in mode=exact seed=1 part.M=2,2')");
+    const std::string key(token.substr(0, eq));
+    const std::string_view value = token.substr(eq + 1);
+    if (!seen.insert(key).second) throw invalid_problem("replay line: key '" + key + "' repeated");
+    if (key == "strategy") {
+      if (value.empty()) throw invalid_problem("replay line: empty strategy");
+      c.strategy = std::string(value);
+    } else if (key == "p") {
+      c.p = parse_int<int>(key, value);
+    } else if (key == "M") {
+      c.prob.M = parse_int<std::int64_t>(key, value);
+    } else if (key == "N") {
+      c.prob.N = parse_int<std::int64_t>(key, value);
+    } else if (key == "K") {
+      c.prob.K = parse_int<std::int64_t>(key, value);
+    } else if (key == "dtype") {
+      c.prob.type = parse_dtype(value);
+    } else if (key == "layout") {
+      c.prob.layout = parse_weight_layout(value);
+    } else if (key == "mode") {
+      c.mode = parse_value_mode(value);
+    } else if (key == "seed") {
+      c.seed = parse_int<std::uint64_t>(key, value);
+    } else if (key.starts_with("part.") && key.size() > 5) {
+      c.parts.emplace(key.substr(5), partition::parse(value));
+    } else {
+      c.params[key] = parse_int<std::int64_t>(key, value);
+    }
+  }
+  for (const char* required : {"strategy", "p", "M", "N", "K"})
+    if (seen.count(required) == 0)
+      throw invalid_problem(std::string("replay line: missing ") + required + "=");
+  if (c.p < 1) throw invalid_problem("replay line: p must be at least 1");
+  c.prob.validate();
+  return c;
+}
+
+std::int64_t run_case::param(const std::string& name) const {
+  const auto it = params.find(name);
+  if (it == params.end()) throw invalid_problem("case has no parameter '" + name + "'");
+  return it->second;
+}
+
+const partition& run_case::part(const std::string& key) const {
+  const auto it = parts.find(key);
+  if (it == parts.end()) throw invalid_problem("case has no partition part." + key);
+  return it->second;
+}
+
+}  // namespace shardcheck::par

@@ -1,0 +1,225 @@
+#include "shardcheck/parallel/mpi.hpp"
+
+#include <numeric>
+#include <utility>
+
+namespace shardcheck::par {
+
+void check_mpi(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw mpi_error(std::string(what) + ": " + std::string(msg, static_cast<std::size_t>(len)));
+}
+
+environment::environment(int& argc, char**& argv) {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised != 0) return;
+  int provided = 0;
+  check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  owns_ = true;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+environment::~environment() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (owns_ && finalised == 0) MPI_Finalize();
+}
+
+comm::comm(MPI_Comm c, bool owned) : c_(c), owned_(owned) {
+  if (c_ == MPI_COMM_NULL) return;
+  check_mpi(MPI_Comm_set_errhandler(c_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  MPI_Comm_rank(c_, &rank_);
+  MPI_Comm_size(c_, &size_);
+  const auto p = static_cast<std::size_t>(size_);
+  counts_a_.resize(p);
+  displs_a_.resize(p);
+  counts_b_.resize(p);
+  displs_b_.resize(p);
+}
+
+comm comm::world() { return comm(MPI_COMM_WORLD, false); }
+
+comm::~comm() {
+  if (owned_ && c_ != MPI_COMM_NULL) MPI_Comm_free(&c_);
+}
+
+comm::comm(comm&& o) noexcept { *this = std::move(o); }
+
+comm& comm::operator=(comm&& o) noexcept {
+  if (this == &o) return *this;
+  if (owned_ && c_ != MPI_COMM_NULL) MPI_Comm_free(&c_);
+  c_ = std::exchange(o.c_, MPI_COMM_NULL);
+  owned_ = std::exchange(o.owned_, false);
+  rank_ = o.rank_;
+  size_ = o.size_;
+  ledger_ = std::exchange(o.ledger_, nullptr);
+  axis_ = o.axis_;
+  checked_ = o.checked_;
+  sequence_ = o.sequence_;
+  counts_a_ = std::move(o.counts_a_);
+  displs_a_ = std::move(o.displs_a_);
+  counts_b_ = std::move(o.counts_b_);
+  displs_b_ = std::move(o.displs_b_);
+  return *this;
+}
+
+comm comm::split(int color, int key) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(c_, color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split");
+  return comm(out, true);
+}
+
+void comm::to_counts(std::span<const std::int64_t> counts, std::vector<int>& c,
+                     std::vector<int>& d) const {
+  if (counts.size() != static_cast<std::size_t>(size_))
+    throw invalid_problem("collective: " + std::to_string(counts.size()) + " counts for " +
+                          std::to_string(size_) + " ranks");
+  std::int64_t off = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] < 0 || counts[r] > INT32_MAX || off > INT32_MAX)
+      throw invalid_problem("collective: count out of range for MPI");
+    c[r] = static_cast<int>(counts[r]);
+    d[r] = static_cast<int>(off);
+    off += counts[r];
+  }
+}
+
+void comm::fingerprint(collective kind, std::size_t elem_bytes, std::int64_t count, int root) {
+  const std::uint64_t seq = sequence_++;
+  if (!checked_) return;
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::uint64_t v : {seq, static_cast<std::uint64_t>(kind), std::uint64_t{elem_bytes},
+                          static_cast<std::uint64_t>(count), static_cast<std::uint64_t>(root)}) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 1099511628211ull;
+  }
+  const auto mine = static_cast<long long>(h >> 1);
+  long long both[2] = {mine, -mine};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, c_), "fingerprint");
+  if (both[0] != -both[1])
+    throw mpi_error("collective mismatch: the ranks of a communicator of size " +
+                    std::to_string(size_) + " disagree at collective #" + std::to_string(seq) +
+                    " (this rank: " + std::string(to_string(kind)) + ", count " +
+                    std::to_string(count) + ", root " + std::to_string(root) + ")");
+}
+
+template <class T>
+void comm::all_gather(std::span<T> buffer, std::span<const std::int64_t> counts) {
+  to_counts(counts, counts_a_, displs_a_);
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  if (static_cast<std::int64_t>(buffer.size()) != total)
+    throw invalid_problem("all_gather: buffer of " + std::to_string(buffer.size()) +
+                          " elements for counts totalling " + std::to_string(total));
+  fingerprint(collective::all_gather, sizeof(T), total, -1);
+  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), counts_a_.data(),
+                           displs_a_.data(), mpi_type<T>(), c_),
+            "MPI_Allgatherv");
+  record(all_gather_entry(counts, rank_, sizeof(T)));
+}
+
+template <class T>
+void comm::all_reduce_sum(std::span<T> buffer) {
+  if (buffer.size() > INT32_MAX) throw invalid_problem("all_reduce: count out of range for MPI");
+  const auto n = static_cast<std::int64_t>(buffer.size());
+  fingerprint(collective::all_reduce, sizeof(T), n, -1);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(n), mpi_type<T>(), MPI_SUM,
+                          c_),
+            "MPI_Allreduce");
+  record(all_reduce_entry(n, size_, sizeof(T)));
+}
+
+template <class T>
+void comm::reduce_scatter_sum(std::span<const T> in, std::span<T> out,
+                              std::span<const std::int64_t> counts) {
+  to_counts(counts, counts_a_, displs_a_);
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  if (static_cast<std::int64_t>(in.size()) != total ||
+      static_cast<std::int64_t>(out.size()) != counts[static_cast<std::size_t>(rank_)])
+    throw invalid_problem("reduce_scatter: buffer sizes disagree with the counts");
+  fingerprint(collective::reduce_scatter, sizeof(T), total, -1);
+  check_mpi(MPI_Reduce_scatter(in.data(), out.data(), counts_a_.data(), mpi_type<T>(), MPI_SUM,
+                               c_),
+            "MPI_Reduce_scatter");
+  record(reduce_scatter_entry(counts, rank_, sizeof(T)));
+}
+
+template <class T>
+void comm::broadcast(std::span<T> buffer, int root) {
+  if (root < 0 || root >= size_) throw invalid_problem("broadcast: root out of range");
+  if (buffer.size() > INT32_MAX) throw invalid_problem("broadcast: count out of range for MPI");
+  const auto n = static_cast<std::int64_t>(buffer.size());
+  fingerprint(collective::broadcast, sizeof(T), n, root);
+  check_mpi(MPI_Bcast(buffer.data(), static_cast<int>(n), mpi_type<T>(), root, c_), "MPI_Bcast");
+  record(broadcast_entry(n, root, rank_, size_, sizeof(T)));
+}
+
+template <class T>
+void comm::all_to_all(std::span<const T> in, std::span<const std::int64_t> send_counts,
+                      std::span<T> out, std::span<const std::int64_t> recv_counts) {
+  to_counts(send_counts, counts_a_, displs_a_);
+  to_counts(recv_counts, counts_b_, displs_b_);
+  fingerprint(collective::all_to_all, sizeof(T), 0, -1);
+  check_mpi(MPI_Alltoallv(in.data(), counts_a_.data(), displs_a_.data(), mpi_type<T>(), out.data(),
+                          counts_b_.data(), displs_b_.data(), mpi_type<T>(), c_),
+            "MPI_Alltoallv");
+  record(all_to_all_entry(send_counts, recv_counts, rank_, sizeof(T)));
+}
+
+void comm::barrier() {
+  fingerprint(collective::barrier, 0, 0, -1);
+  check_mpi(MPI_Barrier(c_), "MPI_Barrier");
+  ledger_entry e;
+  e.kind = collective::barrier;
+  record(e);
+}
+
+#define SHARDCHECK_COMM_INSTANTIATE(T)                                                        \
+  template void comm::all_gather<T>(std::span<T>, std::span<const std::int64_t>);             \
+  template void comm::all_reduce_sum<T>(std::span<T>);                                        \
+  template void comm::reduce_scatter_sum<T>(std::span<const T>, std::span<T>,                 \
+                                            std::span<const std::int64_t>);                   \
+  template void comm::broadcast<T>(std::span<T>, int);                                        \
+  template void comm::all_to_all<T>(std::span<const T>, std::span<const std::int64_t>,        \
+                                    std::span<T>, std::span<const std::int64_t>);
+SHARDCHECK_COMM_INSTANTIATE(float)
+SHARDCHECK_COMM_INSTANTIATE(double)
+#undef SHARDCHECK_COMM_INSTANTIATE
+
+mesh::mesh(const comm& base, std::vector<int> dims) : dims_(std::move(dims)) {
+  const int product = std::accumulate(dims_.begin(), dims_.end(), 1, std::multiplies<>());
+  if (product != base.size())
+    throw invalid_problem("mesh: dims multiply to " + std::to_string(product) + ", not " +
+                          std::to_string(base.size()));
+  const int n = static_cast<int>(dims_.size());
+  std::vector<int> periods(dims_.size(), 0);
+  MPI_Comm cart = MPI_COMM_NULL;
+  check_mpi(MPI_Cart_create(base.native_handle(), n, dims_.data(), periods.data(), 0, &cart),
+            "MPI_Cart_create");
+  all_ = comm(cart, true);
+  coords_.assign(dims_.size(), 0);
+  check_mpi(MPI_Cart_coords(cart, all_.rank(), n, coords_.data()), "MPI_Cart_coords");
+  for (int a = 0; a < n; ++a) {
+    std::vector<int> keep(dims_.size(), 0);
+    keep[static_cast<std::size_t>(a)] = 1;
+    MPI_Comm sub = MPI_COMM_NULL;
+    check_mpi(MPI_Cart_sub(cart, keep.data(), &sub), "MPI_Cart_sub");
+    axes_.emplace_back(sub, true);
+  }
+}
+
+void mesh::attach(ledger* l, bool checked) {
+  all_.attach(l, -1);
+  all_.set_checked(checked);
+  all_.reset_sequence();
+  for (std::size_t a = 0; a < axes_.size(); ++a) {
+    axes_[a].attach(l, static_cast<int>(a));
+    axes_[a].set_checked(checked);
+    axes_[a].reset_sequence();
+  }
+}
+
+}  // namespace shardcheck::par

@@ -1,0 +1,24 @@
+#include "shardcheck/parallel/registry.hpp"
+
+#include "strategies/data_parallel.hpp"
+
+namespace shardcheck::par {
+
+void registry::add(std::unique_ptr<strategy> s) {
+  if (find(s->name()) != nullptr) throw error("strategy '" + s->name() + "' registered twice");
+  items_.push_back(std::move(s));
+}
+
+const strategy* registry::find(std::string_view name) const {
+  for (const auto& s : items_)
+    if (s->name() == name) return s.get();
+  return nullptr;
+}
+
+registry builtin_strategies() {
+  registry r;
+  r.add(std::make_unique<data_parallel>());
+  return r;
+}
+
+}  // namespace shardcheck::par

@@ -1,0 +1,135 @@
+#include "shardcheck/parallel/strategy.hpp"
+
+#include <numeric>
+
+namespace shardcheck::par {
+
+any_matrix make_matrix(dtype t, std::size_t rows, std::size_t cols) {
+  return t == dtype::f32 ? make_matrix<float>(rows, cols) : make_matrix<double>(rows, cols);
+}
+std::size_t rows_of(const any_matrix& m) {
+  return std::visit([](const auto& v) { return v.rows; }, m);
+}
+std::size_t cols_of(const any_matrix& m) {
+  return std::visit([](const auto& v) { return v.cols; }, m);
+}
+
+std::pair<std::string, std::string> dim_names(tensor t, weight_layout l) {
+  switch (t) {
+    case tensor::x:
+    case tensor::dx: return {"M", "K"};
+    case tensor::y:
+    case tensor::dy: return {"M", "N"};
+    case tensor::w:
+    case tensor::dw:
+      return l == weight_layout::out_in ? std::pair<std::string, std::string>{"N", "K"}
+                                        : std::pair<std::string, std::string>{"K", "N"};
+  }
+  return {"?", "?"};
+}
+
+std::int64_t dim_length(const problem& p, const std::string& name) {
+  if (name == "M") return p.M;
+  if (name == "N") return p.N;
+  if (name == "K") return p.K;
+  throw invalid_problem("unknown problem dimension '" + name + "'");
+}
+
+namespace {
+std::string split_key(const std::string& dim, std::size_t axis, std::size_t axes) {
+  return axes > 1 && axis > 0 ? dim + "@" + std::to_string(axis) : dim;
+}
+}  // namespace
+
+std::vector<split> splits_of(const strategy& s, const run_case& c) {
+  const auto dims = s.mesh_dims(c);
+  std::vector<split> out;
+  for (tensor t : all_tensors) {
+    const layout l = s.placement_of(t, c);
+    if (l.size() != dims.size())
+      throw invalid_problem(s.name() + ": layout of " + std::string(to_string(t)) + " has " +
+                            std::to_string(l.size()) + " placements for a mesh of " +
+                            std::to_string(dims.size()) + " axes");
+    const auto names = dim_names(t, c.prob.layout);
+    for (std::size_t a = 0; a < l.size(); ++a) {
+      if (l[a].what != placement::kind::shard) continue;
+      const std::string& dim = l[a].dim == 0 ? names.first : names.second;
+      split sp{split_key(dim, a, dims.size()), dim_length(c.prob, dim), dims[a]};
+      bool known = false;
+      for (const auto& o : out) known = known || o.key == sp.key;
+      if (!known) out.push_back(sp);
+    }
+  }
+  return out;
+}
+
+block block_of(const strategy& s, const run_case& c, tensor t, std::span<const int> coords) {
+  const auto dims = s.mesh_dims(c);
+  const layout l = s.placement_of(t, c);
+  const auto names = dim_names(t, c.prob.layout);
+  block b{0, dim_length(c.prob, names.first), 0, dim_length(c.prob, names.second)};
+  for (std::size_t a = 0; a < l.size(); ++a) {
+    if (l[a].what != placement::kind::shard) continue;
+    const bool rows = l[a].dim == 0;
+    const partition& part = c.part(split_key(rows ? names.first : names.second, a, dims.size()));
+    const int r = coords[a];
+    if (rows) {
+      b.row0 += part.offset(r);
+      b.rows = part.size(r);
+    } else {
+      b.col0 += part.offset(r);
+      b.cols = part.size(r);
+    }
+  }
+  return b;
+}
+
+std::vector<int> coords_of(int rank, const std::vector<int>& dims) {
+  std::vector<int> out(dims.size());
+  for (std::size_t a = dims.size(); a-- > 0;) {
+    out[a] = rank % dims[a];
+    rank /= dims[a];
+  }
+  return out;
+}
+
+void complete_and_validate(const strategy& s, run_case& c) {
+  const std::string who = "case for " + s.name() + ": ";
+  if (c.p < 1) throw invalid_problem(who + "p must be at least 1");
+  c.prob.validate();
+  const auto dims = s.mesh_dims(c);
+  const int product = std::accumulate(dims.begin(), dims.end(), 1, std::multiplies<>());
+  if (product != c.p)
+    throw invalid_problem(who + "mesh does not multiply to p=" + std::to_string(c.p));
+  for (const param_spec& ps : s.params()) {
+    const auto it = c.params.try_emplace(ps.name, ps.fallback).first;
+    if (it->second < ps.min || it->second > ps.max)
+      throw invalid_problem(who + ps.name + "=" + std::to_string(it->second) + " is outside [" +
+                            std::to_string(ps.min) + ", " + std::to_string(ps.max) + "]");
+  }
+  for (const auto& [key, value] : c.params) {
+    bool declared = false;
+    for (const param_spec& ps : s.params()) declared = declared || ps.name == key;
+    if (!declared) throw invalid_problem(who + "unknown parameter '" + key + "'");
+  }
+  const auto needed = splits_of(s, c);
+  for (const split& sp : needed) {
+    const auto it = c.parts.try_emplace(sp.key, partition::balanced(sp.length, sp.parts)).first;
+    if (it->second.parts() != sp.parts || it->second.length() != sp.length)
+      throw invalid_problem(who + "part." + sp.key + "=" + it->second.to_string() + " must have " +
+                            std::to_string(sp.parts) + " parts summing to " +
+                            std::to_string(sp.length));
+  }
+  for (const auto& [key, value] : c.parts) {
+    bool used = false;
+    for (const split& sp : needed) used = used || sp.key == key;
+    if (!used) throw invalid_problem(who + "partition part." + key + " is not used");
+  }
+  for (tensor t : {tensor::y, tensor::dx, tensor::dw})
+    for (const placement& pl : s.placement_of(t, c))
+      if (pl.what == placement::kind::partial)
+        throw invalid_problem(who + std::string(to_string(t)) +
+                              " is left partial; outputs must be R or S");
+}
+
+}  // namespace shardcheck::par

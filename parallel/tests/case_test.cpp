@@ -1,0 +1,58 @@
+#include <gtest/gtest.h>
+
+#include "shardcheck/parallel/case.hpp"
+#include "shardcheck/parallel/registry.hpp"
+
+using namespace shardcheck;
+using namespace shardcheck::par;
+
+TEST(Case, RoundTripsThroughItsReplayLine) {
+  const std::string line =
+      "strategy=data_parallel p=3 M=7 N=5 K=4 dtype=f32 layout=in_out mode=cancel seed=42 "
+      "part.M=3,0,4 gather=0";
+  const run_case c = run_case::parse(line);
+  EXPECT_EQ(c.to_string(), line);
+  EXPECT_EQ(c.part("M").size(1), 0);
+  EXPECT_EQ(c.param("gather"), 0);
+}
+
+TEST(Case, MalformedLinesAreClearErrors) {
+  for (const char* bad : {"garbage", "strategy=dp p=x M=1 N=1 K=1", "strategy=dp p=1 M=-1 N=1 K=1",
+                          "strategy=dp p=1 M=1 N=1", "strategy=dp p=0 M=1 N=1 K=1",
+                          "strategy=dp p=1 p=2 M=1 N=1 K=1", "strategy=dp p=1 M=1 N=1 K=1 dtype=f16",
+                          "strategy=dp p=1 M=1 N=1 K=1 part.M=1,x", "=3"})
+    EXPECT_THROW((void)run_case::parse(bad), invalid_problem) << bad;
+}
+
+TEST(Case, ValidationChecksPartitionsAndParameters) {
+  const registry r = builtin_strategies();
+  const strategy& dp = *r.find("data_parallel");
+  run_case c = run_case::parse("strategy=data_parallel p=3 M=7 N=5 K=4");
+  complete_and_validate(dp, c);
+  EXPECT_EQ(c.part("M").to_string(), "3,2,2");
+  EXPECT_EQ(c.param("gather"), 1);
+  run_case wrong_length = run_case::parse("strategy=data_parallel p=3 M=7 N=5 K=4 part.M=3,3,3");
+  EXPECT_THROW(complete_and_validate(dp, wrong_length), invalid_problem);
+  run_case wrong_parts = run_case::parse("strategy=data_parallel p=3 M=7 N=5 K=4 part.M=7");
+  EXPECT_THROW(complete_and_validate(dp, wrong_parts), invalid_problem);
+  run_case unknown = run_case::parse("strategy=data_parallel p=3 M=7 N=5 K=4 bucket=3");
+  EXPECT_THROW(complete_and_validate(dp, unknown), invalid_problem);
+  run_case out_of_range = run_case::parse("strategy=data_parallel p=3 M=7 N=5 K=4 gather=2");
+  EXPECT_THROW(complete_and_validate(dp, out_of_range), invalid_problem);
+  run_case unused = run_case::parse("strategy=data_parallel p=3 M=7 N=5 K=4 part.K=1,1,2");
+  EXPECT_THROW(complete_and_validate(dp, unused), invalid_problem);
+}
+
+TEST(Case, BlocksFollowPlacementsAndPartitions) {
+  const registry r = builtin_strategies();
+  const strategy& dp = *r.find("data_parallel");
+  run_case c = run_case::parse("strategy=data_parallel p=3 M=7 N=5 K=4 part.M=3,0,4 gather=0");
+  complete_and_validate(dp, c);
+  const int rank2[] = {2};
+  EXPECT_EQ(block_of(dp, c, tensor::x, rank2), (block{3, 4, 0, 4}));
+  EXPECT_EQ(block_of(dp, c, tensor::y, rank2), (block{3, 4, 0, 5}));
+  EXPECT_EQ(block_of(dp, c, tensor::w, rank2), (block{0, 5, 0, 4}));
+  const int rank1[] = {1};
+  EXPECT_EQ(block_of(dp, c, tensor::dx, rank1), (block{3, 0, 0, 4}));
+  EXPECT_EQ(coords_of(5, {2, 3}), (std::vector<int>{1, 2}));
+}

@@ -1,0 +1,79 @@
+#pragma once
+// The property driver across MPI ranks. One mpirun hosts every case: rank 0 (the leader) runs
+// RapidCheck; each case it generates, shrinking steps included, is broadcast to every rank as its
+// replay line; ranks below the case's p run it on a sub-communicator of that size, the others
+// wait; the verdict is reduced back to rank 0, which asserts. A STOP message ends the followers.
+// A per-case watchdog ends the whole job, printing the case's replay line, when a case hangs.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/properties/harness.hpp"
+
+namespace shardcheck::prop {
+
+struct suite_options {
+  int cases = 100;
+  std::uint64_t seed = 1;
+  unsigned mask = all_properties;
+  bool progress = true;  // a line on stderr every few seconds on long runs
+};
+
+// The verdict of one case over all ranks.
+struct case_verdict {
+  unsigned failed = 0;
+  std::string message;  // from the lowest failing rank
+  double worst_error = 0, worst_memory = 0;
+  std::int64_t peak_bytes = 0, bound_bytes = 0;
+};
+
+struct strategy_report {
+  std::string name;
+  int cases = 0;  // cases run, shrinking steps excluded
+  bool passed = true;
+  double seconds = 0;
+  case_verdict failure;  // of the smallest failing case
+  std::string replay;    // its replay line (the case only)
+  double worst_error = 0, worst_memory = 0;
+  std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
+};
+
+class driver {
+ public:
+  using lookup = std::function<const par::strategy*(std::string_view)>;
+  // \note collective over world: builds a sub-communicator for every worker count.
+  driver(par::comm& world, lookup find, double case_timeout_seconds);
+  ~driver();
+  driver(const driver&) = delete;
+  driver& operator=(const driver&) = delete;
+
+  [[nodiscard]] bool leader() const { return world_.rank() == 0; }
+  [[nodiscard]] int ranks() const { return world_.size(); }
+
+  // Leader only: runs one case on every rank and returns the reduced verdict.
+  case_verdict run(const par::run_case& c, unsigned mask);
+  // Leader only: RapidCheck over generated cases for strategy s.
+  strategy_report check(const par::strategy& s, const suite_options& o);
+  // Leader only: ends the followers' serve().
+  void stop();
+  // Followers: run what the leader sends until STOP.
+  void serve();
+
+ private:
+  case_verdict execute(const std::string& message);
+  par::comm& world_;
+  lookup find_;
+  double timeout_;
+  std::vector<par::comm> subs_;  // subs_[p-1]: ranks 0..p-1
+  struct watchdog;
+  watchdog* dog_;
+};
+
+// The command that replays a case.
+[[nodiscard]] std::string replay_command(std::string_view program, const par::run_case& c);
+
+}  // namespace shardcheck::prop

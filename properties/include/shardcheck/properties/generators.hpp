@@ -1,0 +1,16 @@
+#pragma once
+// RapidCheck generators for cases: shapes with edge cases weighted (0, 1, primes, fewer rows than
+// workers), worker counts up to the launched ranks, partitions with uneven and empty parts, the
+// strategy's parameters, dtype, layout, value mode, seed.
+#include <rapidcheck.h>
+
+#include "shardcheck/parallel/strategy.hpp"
+
+namespace shardcheck::prop {
+
+[[nodiscard]] rc::Gen<std::int64_t> dimension(int p);
+[[nodiscard]] rc::Gen<par::partition> partition_of(std::int64_t n, int parts);
+// A complete, validated case for strategy s with 1 ≤ p ≤ max_p.
+[[nodiscard]] rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p);
+
+}  // namespace shardcheck::prop

@@ -1,0 +1,47 @@
+#pragma once
+// Runs one case on one rank and judges it: the rank generates its own shards, runs the strategy,
+// and checks its own output blocks against a reference computed locally from the rows and columns
+// it needs. Nothing is gathered to rank 0 to check.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/strategy.hpp"
+
+namespace shardcheck::prop {
+
+// The properties every strategy is held to. `runs` is implicit: the case ran without an error.
+enum class property : unsigned {
+  runs = 1u << 0,
+  forward = 1u << 1,      // Y equals the reference (bitwise in exact mode, else within the bound)
+  backward = 1u << 2,     // dX and dW equal the reference
+  ledger = 1u << 3,       // the recorded collectives equal the cost model's, entry for entry
+  memory = 1u << 4,       // measured peak bytes ≤ the cost model's bound, per phase
+  determinism = 1u << 5,  // a second run gives the same bits
+  replicas = 1u << 6,     // ranks holding the same block of an output hold the same bits
+};
+inline constexpr unsigned all_properties = 0x7f;
+inline constexpr property checked_properties[] = {property::forward,     property::backward,
+                                                  property::ledger,      property::memory,
+                                                  property::determinism, property::replicas};
+[[nodiscard]] std::string_view to_string(property p);
+// Comma-separated names, or "all"; throws invalid_problem.
+[[nodiscard]] unsigned parse_properties(std::string_view s);
+[[nodiscard]] std::string properties_to_string(unsigned mask);
+
+struct verdict {
+  unsigned failed = 0;      // properties that failed on this rank
+  std::string message;      // the first failure, fully described
+  double worst_error = 0;   // max |got − expected| / (u·mag) over this rank's finite outputs
+  double worst_memory = 0;  // max measured / bound over phases
+  std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the phase with the worst ratio
+};
+
+// Runs case c on this rank of case_comm (whose size is c.p), checking the properties in `mask`.
+// \note collective over case_comm.
+[[nodiscard]] verdict run_on_rank(const par::strategy& s, const par::run_case& c,
+                                  par::comm& case_comm, unsigned mask);
+
+}  // namespace shardcheck::prop

@@ -1,0 +1,242 @@
+#include "shardcheck/properties/driver.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <iostream>
+#include <thread>
+
+#include <rapidcheck/detail/Configuration.h>
+
+#include "shardcheck/properties/generators.hpp"
+
+namespace shardcheck::prop {
+
+// Ends the process when a case runs past its deadline. Only the leader prints the replay line;
+// mpirun then ends the other ranks.
+struct driver::watchdog {
+  explicit watchdog(double seconds, bool speaks) : seconds_(seconds), speaks_(speaks) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      quit_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void arm(const std::string& line) {
+    std::lock_guard lock(mutex_);
+    line_ = line;
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(speaks_ ? seconds_ : seconds_ + 2.0));
+    armed_ = true;
+    wake_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard lock(mutex_);
+    armed_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    while (!quit_) {
+      if (!armed_) {
+        wake_.wait(lock);
+        continue;
+      }
+      if (wake_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ && !quit_ &&
+          std::chrono::steady_clock::now() >= deadline_) {
+        if (speaks_) {
+          std::fprintf(stderr,
+                       "shardcheck: watchdog: a case ran longer than %.0f s (a hung collective?); "
+                       "ending the job.\nreplay: %s\n",
+                       seconds_, line_.c_str());
+          std::fflush(stderr);
+        }
+        std::_Exit(3);
+      }
+    }
+  }
+  double seconds_;
+  bool speaks_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::string line_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool armed_ = false, quit_ = false;
+};
+
+std::string replay_command(std::string_view program, const par::run_case& c) {
+  return "mpirun -n " + std::to_string(c.p) + " --oversubscribe " + std::string(program) +
+         " verify --replay '" + c.to_string() + "'";
+}
+
+driver::driver(par::comm& world, lookup find, double case_timeout_seconds)
+    : world_(world), find_(std::move(find)), timeout_(case_timeout_seconds) {
+  // shardcheck passes its own parameters to every check: load RapidCheck's configuration now,
+  // without the line it prints about it.
+  std::streambuf* saved = std::cerr.rdbuf(nullptr);
+  (void)rc::detail::configuration();
+  std::cerr.rdbuf(saved);
+  for (int p = 1; p <= world_.size(); ++p) subs_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
+  dog_ = new watchdog(timeout_, leader());
+}
+
+driver::~driver() { delete dog_; }
+
+namespace {
+constexpr int stop_length = -1;
+
+void send_command(const par::comm& world, const std::string& message) {
+  int length = static_cast<int>(message.size());
+  par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world.native_handle()), "command length");
+  par::check_mpi(MPI_Bcast(const_cast<char*>(message.data()), length, MPI_CHAR, 0,
+                           world.native_handle()),
+                 "command");
+}
+}  // namespace
+
+case_verdict driver::execute(const std::string& message) {
+  // message: "<mask> <case line>"
+  const std::size_t space = message.find(' ');
+  const auto mask = static_cast<unsigned>(std::stoul(message.substr(0, space)));
+  const std::string line = message.substr(space + 1);
+  dog_->arm(line);
+  verdict mine;
+  try {
+    par::run_case c = par::run_case::parse(line);
+    const par::strategy* s = find_(c.strategy);
+    if (s == nullptr) throw invalid_problem("unknown strategy '" + c.strategy + "'");
+    if (c.p > world_.size())
+      throw invalid_problem("the case needs p=" + std::to_string(c.p) + " workers; only " +
+                            std::to_string(world_.size()) + " ranks were launched");
+    if (world_.rank() < c.p) mine = run_on_rank(*s, c, subs_[static_cast<std::size_t>(c.p - 1)], mask);
+  } catch (const std::exception& e) {
+    mine.failed |= static_cast<unsigned>(property::runs);
+    mine.message = std::string("runs: ") + e.what();
+  }
+
+  case_verdict out;
+  const MPI_Comm w = world_.native_handle();
+  unsigned failed = mine.failed;
+  par::check_mpi(MPI_Allreduce(&mine.failed, &failed, 1, MPI_UNSIGNED, MPI_BOR, w), "verdict");
+  int first = mine.failed != 0 ? world_.rank() : world_.size();
+  int lowest = first;
+  par::check_mpi(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, w), "verdict");
+  double worst[2] = {mine.worst_error, mine.worst_memory}, worst_all[2] = {0, 0};
+  par::check_mpi(MPI_Allreduce(worst, worst_all, 2, MPI_DOUBLE, MPI_MAX, w), "verdict");
+  long long bytes[2] = {mine.peak_bytes, mine.bound_bytes}, bytes_all[2] = {0, 0};
+  par::check_mpi(MPI_Allreduce(bytes, bytes_all, 2, MPI_LONG_LONG, MPI_MAX, w), "verdict");
+  out.failed = failed;
+  out.worst_error = worst_all[0];
+  out.worst_memory = worst_all[1];
+  out.peak_bytes = bytes_all[0];
+  out.bound_bytes = bytes_all[1];
+  if (lowest < world_.size()) {
+    if (lowest == 0) {
+      out.message = mine.message;
+    } else if (world_.rank() == lowest) {
+      par::check_mpi(MPI_Send(mine.message.data(), static_cast<int>(mine.message.size()),
+                              MPI_CHAR, 0, 7, w),
+                     "verdict message");
+    } else if (world_.rank() == 0) {
+      MPI_Status st;
+      par::check_mpi(MPI_Probe(lowest, 7, w, &st), "verdict message");
+      int n = 0;
+      MPI_Get_count(&st, MPI_CHAR, &n);
+      out.message.assign(static_cast<std::size_t>(n), '\0');
+      par::check_mpi(MPI_Recv(out.message.data(), n, MPI_CHAR, lowest, 7, w, MPI_STATUS_IGNORE),
+                     "verdict message");
+    }
+  }
+  dog_->disarm();
+  return out;
+}
+
+case_verdict driver::run(const par::run_case& c, unsigned mask) {
+  const std::string message = std::to_string(mask) + " " + c.to_string();
+  send_command(world_, message);
+  return execute(message);
+}
+
+void driver::stop() {
+  int length = stop_length;
+  par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world_.native_handle()), "stop");
+}
+
+void driver::serve() {
+  while (true) {
+    int length = 0;
+    par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world_.native_handle()), "command length");
+    if (length == stop_length) return;
+    std::string message(static_cast<std::size_t>(length), '\0');
+    par::check_mpi(MPI_Bcast(message.data(), length, MPI_CHAR, 0, world_.native_handle()),
+                   "command");
+    (void)execute(message);
+  }
+}
+
+strategy_report driver::check(const par::strategy& s, const suite_options& o) {
+  using clock = std::chrono::steady_clock;
+  strategy_report report;
+  report.name = s.name();
+  const auto start = clock::now();
+  auto last_progress = start;
+  int evaluated = 0;
+  bool failing = false;
+  const auto gen = case_for(s, world_.size());
+  const auto property = [&] {
+    const par::run_case c = *gen;
+    const case_verdict v = run(c, o.mask);
+    ++evaluated;
+    if (!failing) ++report.cases;
+    if (o.progress && clock::now() - last_progress > std::chrono::seconds(5)) {
+      last_progress = clock::now();
+      std::fprintf(stderr, "  %s: %d/%d cases%s\n", s.name().c_str(), report.cases, o.cases,
+                   failing ? " (shrinking a failure)" : "");
+    }
+    if (v.worst_memory >= report.worst_memory && v.failed == 0) {
+      report.worst_memory = v.worst_memory;
+      report.peak_bytes = v.peak_bytes;
+      report.bound_bytes = v.bound_bytes;
+    }
+    report.worst_error = std::max(report.worst_error, v.worst_error);
+    if (v.failed != 0) {
+      failing = true;
+      report.failure = v;
+      report.replay = c.to_string();
+      RC_FAIL(v.message);
+    }
+  };
+  rc::detail::TestParams params;
+  params.maxSuccess = o.cases;
+  params.seed = o.seed;
+  params.maxSize = 100;
+  rc::detail::TestMetadata meta;
+  meta.id = s.name();
+  meta.description = s.name();
+  // A listener of our own: RapidCheck's default one would print its reproduce string, and the
+  // replay line printed by shardcheck is the way to reproduce a case.
+  struct quiet : rc::detail::TestListener {
+    void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+    void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+    void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+  } listener;
+  const auto result =
+      rc::detail::checkProperty(rc::detail::toProperty(property), meta, params, listener);
+  report.seconds = std::chrono::duration<double>(clock::now() - start).count();
+  report.passed = !failing && result.template is<rc::detail::SuccessResult>();
+  if (!failing && !report.passed) {
+    report.failure.message = "RapidCheck could not run the property (gave up or errored)";
+  }
+  return report;
+}
+
+}  // namespace shardcheck::prop

@@ -1,0 +1,53 @@
+#include "shardcheck/properties/generators.hpp"
+
+#include <algorithm>
+
+namespace shardcheck::prop {
+
+rc::Gen<std::int64_t> dimension(int p) {
+  return rc::gen::weightedOneOf<std::int64_t>(
+      {{4, rc::gen::inRange<std::int64_t>(0, 65)},
+       {2, rc::gen::element<std::int64_t>(0, 1, 2, 3, 5, 7, 11, 13, 31, 61, 64)},
+       {1, rc::gen::inRange<std::int64_t>(0, p + 1)}});
+}
+
+rc::Gen<par::partition> partition_of(std::int64_t n, int parts) {
+  return rc::gen::exec([n, parts] {
+    if (*rc::gen::inRange(0, 3) == 0) return par::partition::balanced(n, parts);
+    auto cuts = *rc::gen::container<std::vector<std::int64_t>>(
+        static_cast<std::size_t>(parts - 1), rc::gen::inRange<std::int64_t>(0, n + 1));
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<std::int64_t> sizes;
+    std::int64_t at = 0;
+    for (auto cut : cuts) {
+      sizes.push_back(cut - at);
+      at = cut;
+    }
+    sizes.push_back(n - at);
+    return par::partition(std::move(sizes));
+  });
+}
+
+rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p) {
+  return rc::gen::exec([&s, max_p] {
+    par::run_case c;
+    c.strategy = s.name();
+    c.p = *rc::gen::inRange(1, max_p + 1);
+    c.prob.M = *dimension(c.p);
+    c.prob.N = *dimension(c.p);
+    c.prob.K = *dimension(c.p);
+    c.prob.type = *rc::gen::element(dtype::f64, dtype::f32);
+    c.prob.layout = *rc::gen::element(weight_layout::out_in, weight_layout::in_out);
+    c.mode = *rc::gen::element(value_mode::exact, value_mode::uniform, value_mode::wide,
+                               value_mode::cancel, value_mode::nonfinite);
+    c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
+    for (const par::param_spec& ps : s.params())
+      c.params[ps.name] = *rc::gen::inRange(ps.min, ps.max + 1);
+    for (const par::split& sp : par::splits_of(s, c))
+      c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
+    par::complete_and_validate(s, c);
+    return c;
+  });
+}
+
+}  // namespace shardcheck::prop

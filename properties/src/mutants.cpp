@@ -1,0 +1,47 @@
+#include "shardcheck/properties/mutants.hpp"
+
+#include "strategies/data_parallel.hpp"
+
+namespace shardcheck::prop {
+
+namespace {
+using dp = par::data_parallel;
+struct dp_mutant {
+  const char* name;
+  dp::defect defect;
+  const char* words;
+  property expected;
+};
+constexpr dp_mutant dp_mutants[] = {
+    {"mutant.dp_drop_last_shard", dp::defect::drop_last_shard,
+     "data parallel: the last rank never computes its rows", property::forward},
+    {"mutant.dp_reversed_order", dp::defect::reversed_order,
+     "data parallel: Y concatenated in reverse rank order", property::forward},
+    {"mutant.dp_no_dw_all_reduce", dp::defect::no_dw_all_reduce,
+     "data parallel: dW partial sums never all-reduced", property::backward},
+    {"mutant.dp_float_compute", dp::defect::float_compute,
+     "data parallel: computes Y in float when asked for double", property::forward},
+    {"mutant.dp_copies_w", dp::defect::copies_w,
+     "data parallel: an unneeded copy of W (a std::vector) inside forward", property::memory},
+    {"mutant.dp_desync", dp::defect::rank0_skips_gather,
+     "data parallel: rank 0 alone skips the Y all-gather (ranks disagree on the collectives)",
+     property::runs},
+};
+}  // namespace
+
+par::registry mutant_strategies() {
+  par::registry r;
+  for (const auto& m : dp_mutants) r.add(std::make_unique<dp>(m.defect, m.name));
+  // Not in the catalogue: it hangs by design (rank 0 skips the last collective, the others wait
+  // for it), so the watchdog test uses it alone.
+  r.add(std::make_unique<dp>(dp::defect::rank0_skips_all_reduce, "mutant.dp_hang"));
+  return r;
+}
+
+std::vector<mutant_info> mutant_catalogue() {
+  std::vector<mutant_info> out;
+  for (const auto& m : dp_mutants) out.push_back({m.name, m.words, m.expected});
+  return out;
+}
+
+}  // namespace shardcheck::prop

@@ -1,0 +1,60 @@
+#pragma once
+// Vocabulary shared by every part of shardcheck: element types, weight layouts, value modes,
+// the problem, and the error hierarchy.
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace shardcheck {
+
+struct error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A problem, case or replay line that cannot be run (negative size, unknown name, ...).
+struct invalid_problem : error {
+  using error::error;
+};
+// An MPI call returned an error code.
+struct mpi_error : error {
+  using error::error;
+};
+
+enum class dtype { f32, f64 };
+// out_in: W is N×K and Y = X·Wᵀ (torch.nn.Linear); in_out: W is K×N and Y = X·W.
+enum class weight_layout { out_in, in_out };
+// exact: multiples of 1/8 in [-1, 1]; every sum is exact, so results must agree bit for bit.
+// uniform: uniform in [-1, 1]. wide: random sign and mantissa, exponents over [-16, 16].
+// cancel: terms of ±2^12 scale mixed with small ones, so sums cancel and small terms are lost.
+// nonfinite: uniform, with about one element in 32 replaced by NaN, +Inf or -Inf.
+enum class value_mode { exact, uniform, wide, cancel, nonfinite };
+
+[[nodiscard]] std::string_view to_string(dtype t);
+[[nodiscard]] std::string_view to_string(weight_layout l);
+[[nodiscard]] std::string_view to_string(value_mode m);
+// Parsers throw invalid_problem naming the accepted spellings.
+[[nodiscard]] dtype parse_dtype(std::string_view s);
+[[nodiscard]] weight_layout parse_weight_layout(std::string_view s);
+[[nodiscard]] value_mode parse_value_mode(std::string_view s);
+
+[[nodiscard]] constexpr std::size_t size_of(dtype t) { return t == dtype::f32 ? 4 : 8; }
+
+template <class T> constexpr dtype dtype_of();
+template <> constexpr dtype dtype_of<float>() { return dtype::f32; }
+template <> constexpr dtype dtype_of<double>() { return dtype::f64; }
+
+// One linear layer: X is M×K, W is N×K (out_in) or K×N (in_out), Y is M×N.
+// Backward, given dY (M×N): dX = dY·W (M×K) for out_in, dY·Wᵀ for in_out; dW = dYᵀ·X (N×K) for
+// out_in, Xᵀ·dY (K×N) for in_out. Zero-sized dimensions are legal.
+struct problem {
+  std::int64_t M = 0, N = 0, K = 0;
+  dtype type = dtype::f64;
+  weight_layout layout = weight_layout::out_in;
+  // Throws invalid_problem on a negative dimension.
+  void validate() const;
+  [[nodiscard]] std::int64_t w_rows() const { return layout == weight_layout::out_in ? N : K; }
+  [[nodiscard]] std::int64_t w_cols() const { return layout == weight_layout::out_in ? K : N; }
+};
+
+}  // namespace shardcheck

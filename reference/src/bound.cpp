@@ -1,0 +1,25 @@
+#include "shardcheck/reference/bound.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace shardcheck::ref {
+
+double unit_roundoff(dtype t) { return t == dtype::f32 ? 0x1p-24 : 0x1p-53; }
+
+double gamma(std::int64_t k, dtype t) {
+  if (k <= 0) return 0.0;
+  const double ku = static_cast<double>(k) * unit_roundoff(t);
+  if (ku >= 1.0) return std::numeric_limits<double>::infinity();
+  return ku / (1.0 - ku);
+}
+
+double element_bound(double mag, std::int64_t k_par, std::int64_t k_ref, dtype t,
+                     std::int64_t k_mag) {
+  if (mag == 0.0) return 0.0;
+  const double inflate = 1.0 - gamma(k_mag, dtype::f64);
+  if (!(inflate > 0.0)) return std::numeric_limits<double>::infinity();
+  return (gamma(k_par, t) + gamma(k_ref, t)) * mag / inflate;
+}
+
+}  // namespace shardcheck::ref

@@ -1,0 +1,118 @@
+#include "shardcheck/reference/data.hpp"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace shardcheck::ref {
+
+namespace {
+
+constexpr std::uint64_t mix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+constexpr std::uint64_t row_prefix(std::uint64_t seed, std::uint32_t tensor, std::uint64_t row) {
+  return mix(mix(mix(seed) ^ tensor) ^ row);
+}
+
+constexpr std::uint64_t finish(std::uint64_t prefix, std::uint64_t col) {
+  return mix(prefix ^ col);
+}
+
+// Uniform integer in [0, n) from the top 32 bits of h.
+constexpr std::uint64_t below(std::uint64_t h, std::uint64_t n) { return ((h >> 32) * n) >> 32; }
+
+template <class T>
+constexpr int digits = std::numeric_limits<T>::digits;
+
+// j · 2^-p with p = digits<T>: [0, 1) with every significand bit random.
+template <class T>
+T unit(std::uint64_t h) {
+  return std::ldexp(static_cast<T>(h >> (64 - digits<T>)), -digits<T>);
+}
+
+// 1 + f · 2^-(p-1): [1, 2) with every fraction bit random.
+template <class T>
+T one_two(std::uint64_t h) {
+  return T(1) + std::ldexp(static_cast<T>(h >> (64 - (digits<T> - 1))), 1 - digits<T>);
+}
+
+template <class T>
+T sign(std::uint64_t h, T v) {
+  return (h & 1) ? -v : v;
+}
+
+template <class T>
+T uniform(std::uint64_t h) {
+  const auto j = static_cast<std::int64_t>(h >> (64 - digits<T>));
+  return std::ldexp(static_cast<T>(j - (std::int64_t{1} << (digits<T> - 1))), 1 - digits<T>);
+}
+
+template <class T>
+T from_hash(value_mode mode, std::uint64_t h) {
+  const std::uint64_t h2 = mix(h ^ 0x5851f42d4c957f2dULL);
+  switch (mode) {
+    case value_mode::exact:
+      return static_cast<T>(static_cast<int>(below(h, 17)) - 8) / T(8);
+    case value_mode::uniform:
+      return uniform<T>(h);
+    case value_mode::wide:
+      return sign(h2, std::ldexp(one_two<T>(h), static_cast<int>(below(h2, 33)) - 16));
+    case value_mode::cancel:
+      return sign(h2, (h2 & 2) ? std::ldexp(one_two<T>(h), 12) : unit<T>(h));
+    case value_mode::nonfinite:
+      if ((h2 & 31) == 0) {
+        switch (below(h2, 3)) {
+          case 0: return std::numeric_limits<T>::quiet_NaN();
+          case 1: return std::numeric_limits<T>::infinity();
+          default: return -std::numeric_limits<T>::infinity();
+        }
+      }
+      return uniform<T>(h);
+  }
+  return T(0);
+}
+
+}  // namespace
+
+std::uint64_t counter_hash(std::uint64_t seed, std::uint32_t tensor, std::uint64_t row,
+                           std::uint64_t col) {
+  return finish(row_prefix(seed, tensor, row), col);
+}
+
+template <class T>
+T element(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::uint64_t row,
+          std::uint64_t col) {
+  return from_hash<T>(mode, counter_hash(seed, tensor, row, col));
+}
+
+template <class T>
+void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::uint64_t row0,
+                std::uint64_t rows, std::uint64_t col0, std::uint64_t cols, T* out,
+                std::size_t ld) {
+  if (ld == 0) ld = cols;
+  if (ld < cols)
+    throw error("fill_block: ld = " + std::to_string(ld) + " is smaller than cols = " +
+                std::to_string(cols));
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const std::uint64_t prefix = row_prefix(seed, tensor, row0 + r);
+    T* row = out + r * ld;
+    for (std::uint64_t c = 0; c < cols; ++c) row[c] = from_hash<T>(mode, finish(prefix, col0 + c));
+  }
+}
+
+template float element<float>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                              std::uint64_t);
+template double element<double>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                                std::uint64_t);
+template void fill_block<float>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                                std::uint64_t, std::uint64_t, std::uint64_t, float*, std::size_t);
+template void fill_block<double>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                                 std::uint64_t, std::uint64_t, std::uint64_t, double*,
+                                 std::size_t);
+
+}  // namespace shardcheck::ref

@@ -1,0 +1,53 @@
+#include "shardcheck/reference/bound.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace shardcheck::ref {
+namespace {
+
+TEST(bound, UnitRoundoffIsHalfAnUlpOfOne) {
+  EXPECT_EQ(unit_roundoff(dtype::f32), std::ldexp(1.0, -24));
+  EXPECT_EQ(unit_roundoff(dtype::f64), std::ldexp(1.0, -53));
+}
+
+TEST(bound, GammaFollowsTheDefinition) {
+  EXPECT_EQ(gamma(0, dtype::f64), 0.0);
+  for (dtype t : {dtype::f32, dtype::f64})
+    for (std::int64_t k : {1, 2, 17, 1000, 1 << 20}) {
+      const double ku = static_cast<double>(k) * unit_roundoff(t);
+      EXPECT_DOUBLE_EQ(gamma(k, t), ku / (1 - ku));
+      EXPECT_GT(gamma(k + 1, t), gamma(k, t));
+    }
+}
+
+TEST(bound, GammaIsInfiniteOnceKuReachesOne) {
+  const std::int64_t f32_limit = std::int64_t{1} << 24;
+  const std::int64_t f64_limit = std::int64_t{1} << 53;
+  EXPECT_TRUE(std::isfinite(gamma(f32_limit - 1, dtype::f32)));
+  EXPECT_TRUE(std::isinf(gamma(f32_limit, dtype::f32)));
+  EXPECT_TRUE(std::isinf(gamma(f32_limit + 1, dtype::f32)));
+  EXPECT_TRUE(std::isfinite(gamma(f32_limit, dtype::f64)));
+  EXPECT_TRUE(std::isinf(gamma(f64_limit, dtype::f64)));
+  EXPECT_GT(gamma(f64_limit, dtype::f64), 0.0);
+}
+
+TEST(bound, ElementBoundSumsBothGammasAndInflatesForMag) {
+  const double mag = 3.5;
+  const double raw = (gamma(100, dtype::f32) + gamma(40, dtype::f32)) * mag;
+  const double b = element_bound(mag, 100, 40, dtype::f32, 40);
+  EXPECT_GT(b, raw);
+  EXPECT_DOUBLE_EQ(b, raw / (1 - gamma(40, dtype::f64)));
+  EXPECT_EQ(element_bound(mag, 0, 0, dtype::f64, 0), 0.0);
+}
+
+TEST(bound, ZeroMagnitudeMeansZeroBoundEvenWithoutAGamma) {
+  EXPECT_EQ(element_bound(0.0, 5, 5, dtype::f64, 5), 0.0);
+  EXPECT_EQ(element_bound(0.0, std::int64_t{1} << 30, 1, dtype::f32, 1), 0.0);
+  EXPECT_TRUE(std::isinf(element_bound(1.0, std::int64_t{1} << 30, 1, dtype::f32, 1)));
+}
+
+}  // namespace
+}  // namespace shardcheck::ref
