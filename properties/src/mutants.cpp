@@ -26,6 +26,13 @@ constexpr dp_mutant dp_mutants[] = {
     {"mutant.dp_desync", dp::defect::rank0_skips_gather,
      "data parallel: rank 0 alone skips the Y all-gather (ranks disagree on the collectives)",
      property::runs},
+    {"mutant.dp_extra_barrier", dp::defect::extra_barrier,
+     "data parallel: a barrier in backward that the cost model does not declare", property::ledger},
+    {"mutant.dp_order_alternates", dp::defect::order_alternates,
+     "data parallel: the dW sum order changes from one call to the next", property::determinism},
+    {"mutant.dp_rank_order_sum", dp::defect::rank_order_sum,
+     "data parallel: each rank adds the dW partials in its own order (replicas drift)",
+     property::replicas},
 };
 }  // namespace
 

@@ -100,8 +100,33 @@ void data_parallel::backward_t(context& ctx, const run_case& c, const matrix<T>&
   ref::linear_backward_dx<T>(c.prob.layout, x.rows, n, k, dy.data.data(), w.data.data(),
                              dx.data.data());
   dw = matrix<T>(w.rows, w.cols);
-  ref::linear_backward_dw<T>(c.prob.layout, x.rows, n, k, dy.data.data(), x.data.data(),
-                             dw.data.data());
+  if (defect_ == defect::order_alternates && calls_++ % 2 == 1 && x.rows > 1) {
+    // Sums the local rows as two halves, second half first: another order on every other call.
+    const std::size_t half = x.rows / 2;
+    ref::linear_backward_dw<T>(c.prob.layout, x.rows - half, n, k, dy.row(half), x.row(half),
+                               dw.data.data());
+    ref::linear_backward_dw<T>(c.prob.layout, half, n, k, dy.data.data(), x.data.data(),
+                               dw.data.data(), true);
+  } else {
+    ref::linear_backward_dw<T>(c.prob.layout, x.rows, n, k, dy.data.data(), x.data.data(),
+                               dw.data.data());
+  }
+  if (defect_ == defect::extra_barrier) world.barrier();
+  if (defect_ == defect::rank_order_sum) {
+    // Every rank gathers all partials and adds them starting from its own: replicas drift apart.
+    const auto p = static_cast<std::size_t>(world.size());
+    const std::size_t nk = dw.data.size();
+    matrix<T> all(p, nk);
+    std::copy(dw.data.begin(), dw.data.end(), all.row(static_cast<std::size_t>(world.rank())));
+    world.all_gather<T>(all.span(), std::vector<std::int64_t>(p, static_cast<std::int64_t>(nk)));
+    for (std::size_t i = 0; i < nk; ++i) {
+      T sum = 0;
+      for (std::size_t q = 0; q < p; ++q)
+        sum += all.row((static_cast<std::size_t>(world.rank()) + q) % p)[i];
+      dw.data[i] = sum;
+    }
+    return;
+  }
   const bool skip = defect_ == defect::no_dw_all_reduce ||
                     (defect_ == defect::rank0_skips_all_reduce && world.rank() == 0);
   if (!skip) world.all_reduce_sum<T>(dw.span());

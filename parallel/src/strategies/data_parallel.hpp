@@ -18,7 +18,8 @@ class data_parallel : public strategy_base<data_parallel> {
  public:
   // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
   enum class defect { none, drop_last_shard, reversed_order, no_dw_all_reduce, float_compute,
-                      copies_w, rank0_skips_gather, rank0_skips_all_reduce };
+                      copies_w, rank0_skips_gather, rank0_skips_all_reduce, extra_barrier,
+                      order_alternates, rank_order_sum };
 
   explicit data_parallel(defect d = defect::none, std::string name = "data_parallel")
       : defect_(d), name_(std::move(name)) {}
@@ -39,6 +40,7 @@ class data_parallel : public strategy_base<data_parallel> {
  private:
   defect defect_;
   std::string name_;
+  mutable std::uint64_t calls_ = 0;  // only the order_alternates defect reads it
 };
 
 }  // namespace shardcheck::par
