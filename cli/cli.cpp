@@ -219,7 +219,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     throw usage_error("the case needs p=" + std::to_string(replay_case.p) + " workers; only " +
                       std::to_string(world.size()) + " ranks were launched (mpirun -n " +
                       std::to_string(replay_case.p) + ")");
-  prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout);
+  prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout, program);
   int status = 0;
   if (!d.leader()) {
     d.serve();
@@ -274,7 +274,7 @@ int do_selftest(const catalogue& cat, int cases, std::uint64_t seed, double time
                 const std::string& program) {
   if (cases < 1) throw usage_error("--cases must be at least 1");
   par::comm world = par::comm::world();
-  prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, timeout);
+  prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, timeout, program);
   int status = 0;
   if (!d.leader()) {
     d.serve();

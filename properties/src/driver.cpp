@@ -78,8 +78,11 @@ std::string replay_command(std::string_view program, const par::run_case& c) {
          " verify --replay '" + c.to_string() + "'";
 }
 
-driver::driver(par::comm& world, lookup find, double case_timeout_seconds)
-    : world_(world), find_(std::move(find)), timeout_(case_timeout_seconds) {
+driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::string program)
+    : world_(world),
+      find_(std::move(find)),
+      timeout_(case_timeout_seconds),
+      program_(std::move(program)) {
   // shardcheck passes its own parameters to every check: load RapidCheck's configuration now,
   // without the line it prints about it.
   std::streambuf* saved = std::cerr.rdbuf(nullptr);
@@ -108,10 +111,11 @@ case_verdict driver::execute(const std::string& message) {
   const std::size_t space = message.find(' ');
   const auto mask = static_cast<unsigned>(std::stoul(message.substr(0, space)));
   const std::string line = message.substr(space + 1);
-  dog_->arm(line);
   verdict mine;
+  dog_->arm(line);
   try {
     par::run_case c = par::run_case::parse(line);
+    dog_->arm(replay_command(program_, c));
     const par::strategy* s = find_(c.strategy);
     if (s == nullptr) throw invalid_problem("unknown strategy '" + c.strategy + "'");
     if (c.p > world_.size())

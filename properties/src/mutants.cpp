@@ -39,9 +39,9 @@ constexpr dp_mutant dp_mutants[] = {
 par::registry mutant_strategies() {
   par::registry r;
   for (const auto& m : dp_mutants) r.add(std::make_unique<dp>(m.defect, m.name));
-  // Not in the catalogue: it hangs by design (rank 0 skips the last collective, the others wait
-  // for it), so the watchdog test uses it alone.
-  r.add(std::make_unique<dp>(dp::defect::rank0_skips_all_reduce, "mutant.dp_hang"));
+  // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
+  // watchdog test uses it alone.
+  r.add(std::make_unique<dp>(dp::defect::rank0_waits_forever, "mutant.dp_hang"));
   return r;
 }
 

@@ -18,7 +18,7 @@ class data_parallel : public strategy_base<data_parallel> {
  public:
   // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
   enum class defect { none, drop_last_shard, reversed_order, no_dw_all_reduce, float_compute,
-                      copies_w, rank0_skips_gather, rank0_skips_all_reduce, extra_barrier,
+                      copies_w, rank0_skips_gather, rank0_waits_forever, extra_barrier,
                       order_alternates, rank_order_sum };
 
   explicit data_parallel(defect d = defect::none, std::string name = "data_parallel")

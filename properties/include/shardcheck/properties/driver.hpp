@@ -46,7 +46,8 @@ class driver {
  public:
   using lookup = std::function<const par::strategy*(std::string_view)>;
   // \note collective over world: builds a sub-communicator for every worker count.
-  driver(par::comm& world, lookup find, double case_timeout_seconds);
+  // `program` is how replay lines name this executable.
+  driver(par::comm& world, lookup find, double case_timeout_seconds, std::string program);
   ~driver();
   driver(const driver&) = delete;
   driver& operator=(const driver&) = delete;
@@ -68,6 +69,7 @@ class driver {
   par::comm& world_;
   lookup find_;
   double timeout_;
+  std::string program_;
   std::vector<par::comm> subs_;  // subs_[p-1]: ranks 0..p-1
   struct watchdog;
   watchdog* dog_;
