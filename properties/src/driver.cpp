@@ -165,6 +165,7 @@ case_verdict driver::execute(const std::string& message) {
 }
 
 case_verdict driver::run(const par::run_case& c, unsigned mask) {
+  if (std::getenv("SHARDCHECK_TRACE") != nullptr) std::fprintf(stderr, "case: %s\n", c.to_string().c_str());
   const std::string message = std::to_string(mask) + " " + c.to_string();
   send_command(world_, message);
   return execute(message);

@@ -29,7 +29,10 @@ rc::Gen<par::partition> partition_of(std::int64_t n, int parts) {
 }
 
 rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p) {
-  return rc::gen::exec([&s, max_p] {
+  // At full size from the first case: worker counts and shapes are drawn evenly over their whole
+  // ranges (RapidCheck would otherwise start every run with tiny ranges); edge cases come from
+  // the weighted choices and from shrinking.
+  return rc::gen::resize(100, rc::gen::exec([&s, max_p] {
     par::run_case c;
     c.strategy = s.name();
     c.p = *rc::gen::inRange(1, max_p + 1);
@@ -47,7 +50,7 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p) {
       c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
     par::complete_and_validate(s, c);
     return c;
-  });
+  }));
 }
 
 }  // namespace shardcheck::prop
