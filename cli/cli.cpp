@@ -39,7 +39,10 @@ struct catalogue {
     const auto* s = find(name);
     if (s == nullptr) {
       std::string known;
-      for (const auto* n : normal()) known += (known.empty() ? "" : ", ") + n->name();
+      for (const auto* n : normal()) {
+        if (!known.empty()) known += ", ";
+        known += n->name();
+      }
       throw usage_error("unknown strategy '" + name + "' (known: " + known + ")");
     }
     return *s;
@@ -48,9 +51,12 @@ struct catalogue {
 
 std::string placements_line(const par::strategy& s, const par::run_case& c) {
   std::string out;
-  for (par::tensor t : par::all_tensors)
-    out += (out.empty() ? "" : "  ") + std::string(par::to_string(t)) + " " +
-           par::to_string(s.placement_of(t, c));
+  for (par::tensor t : par::all_tensors) {
+    if (!out.empty()) out += "  ";
+    out += par::to_string(t);
+    out += ' ';
+    out += par::to_string(s.placement_of(t, c));
+  }
   return out;
 }
 

@@ -23,7 +23,10 @@ placement placement::parse(std::string_view s) {
 
 std::string to_string(const layout& l) {
   std::string out;
-  for (std::size_t i = 0; i < l.size(); ++i) out += (i ? "," : "") + l[i].to_string();
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    if (i != 0) out += ',';
+    out += l[i].to_string();
+  }
   return out;
 }
 

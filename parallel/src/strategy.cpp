@@ -1,5 +1,6 @@
 #include "shardcheck/parallel/strategy.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 namespace shardcheck::par {
@@ -97,6 +98,12 @@ void complete_and_validate(const strategy& s, run_case& c) {
   const std::string who = "case for " + s.name() + ": ";
   if (c.p < 1) throw invalid_problem(who + "p must be at least 1");
   c.prob.validate();
+  // exact mode: products are multiples of 2⁻⁶ of magnitude ≤ 1, so a sum of k of them is exact
+  // while k·2⁶ fits the significand (2²⁴ or 2⁵³).
+  const std::int64_t exact_limit = c.prob.type == dtype::f32 ? (1 << 18) : (std::int64_t{1} << 47);
+  if (c.mode == value_mode::exact && std::max({c.prob.M, c.prob.N, c.prob.K}) > exact_limit)
+    throw invalid_problem(who + "exact mode needs M, N, K ≤ " + std::to_string(exact_limit) +
+                          " in " + std::string(to_string(c.prob.type)) + " (sums stay exact)");
   const auto dims = s.mesh_dims(c);
   const int product = std::accumulate(dims.begin(), dims.end(), 1, std::multiplies<>());
   if (product != c.p)

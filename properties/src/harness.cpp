@@ -54,8 +54,11 @@ unsigned parse_properties(std::string_view s) {
 
 std::string properties_to_string(unsigned mask) {
   std::string out;
-  for (property p : checked_properties)
-    if ((mask & static_cast<unsigned>(p)) != 0) out += (out.empty() ? "" : ",") + std::string(to_string(p));
+  for (property p : checked_properties) {
+    if ((mask & static_cast<unsigned>(p)) == 0) continue;
+    if (!out.empty()) out += ',';
+    out += to_string(p);
+  }
   return out;
 }
 

@@ -67,9 +67,12 @@ T from_hash(value_mode mode, std::uint64_t h) {
     case value_mode::nonfinite:
       if ((h2 & 31) == 0) {
         switch (below(h2, 3)) {
-          case 0: return std::numeric_limits<T>::quiet_NaN();
-          case 1: return std::numeric_limits<T>::infinity();
-          default: return -std::numeric_limits<T>::infinity();
+          case 0:
+            return std::numeric_limits<T>::quiet_NaN();
+          case 1:
+            return std::numeric_limits<T>::infinity();
+          default:
+            return -std::numeric_limits<T>::infinity();
         }
       }
       return uniform<T>(h);
@@ -96,8 +99,8 @@ void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::
                 std::size_t ld) {
   if (ld == 0) ld = cols;
   if (ld < cols)
-    throw error("fill_block: ld = " + std::to_string(ld) + " is smaller than cols = " +
-                std::to_string(cols));
+    throw error("fill_block: ld = " + std::to_string(ld) +
+                " is smaller than cols = " + std::to_string(cols));
   for (std::uint64_t r = 0; r < rows; ++r) {
     const std::uint64_t prefix = row_prefix(seed, tensor, row0 + r);
     T* row = out + r * ld;
@@ -112,7 +115,6 @@ template double element<double>(value_mode, std::uint64_t, std::uint32_t, std::u
 template void fill_block<float>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
                                 std::uint64_t, std::uint64_t, std::uint64_t, float*, std::size_t);
 template void fill_block<double>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                 std::uint64_t, std::uint64_t, std::uint64_t, double*,
-                                 std::size_t);
+                                 std::uint64_t, std::uint64_t, std::uint64_t, double*, std::size_t);
 
 }  // namespace shardcheck::ref

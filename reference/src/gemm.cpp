@@ -60,8 +60,7 @@ std::vector<double> absolute(const T* p, std::size_t count) {
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, T alpha,
-          const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
-          std::size_t ldc) {
+          const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
   check_ld(ldc, n, "ldc");
   if (k == 0) {
@@ -70,8 +69,9 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
   }
   check_ld(lda, trans_a ? m : k, "lda");
   check_ld(ldb, trans_b ? k : n, "ldb");
-  // Some OpenBLAS kernels compute beta·C even for beta = 0, which turns a NaN in C into a NaN
-  // in the result; clear C first so beta = 0 always means "overwrite".
+  // BLAS only promises that C "need not be set" when beta = 0, and some kernels have computed
+  // 0·C anyway (OpenBLAS #746, #929 for gemv), turning a NaN in C into a NaN in the result.
+  // Clearing C first makes beta = 0 always mean "overwrite".
   if (beta == T(0)) scale_c(m, n, T(0), c, ldc);
   blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
             to_blas(m, "m"), to_blas(n, "n"), to_blas(k, "k"), alpha, a, to_blas(lda, "lda"), b,
@@ -87,16 +87,16 @@ void linear_forward(weight_layout layout, std::size_t rows, std::size_t n_out, s
 }
 
 template <class T>
-void linear_backward_dx(weight_layout layout, std::size_t rows, std::size_t n_out,
-                        std::size_t k_in, const T* dy, const T* w, T* dx) {
+void linear_backward_dx(weight_layout layout, std::size_t rows, std::size_t n_out, std::size_t k_in,
+                        const T* dy, const T* w, T* dx) {
   const bool out_in = layout == weight_layout::out_in;
   gemm<T>(false, !out_in, rows, k_in, n_out, T(1), dy, n_out, w, out_in ? k_in : n_out, T(0), dx,
           k_in);
 }
 
 template <class T>
-void linear_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_out,
-                        std::size_t k_in, const T* dy, const T* x, T* dw, bool accumulate) {
+void linear_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_out, std::size_t k_in,
+                        const T* dy, const T* x, T* dw, bool accumulate) {
   const T beta = accumulate ? T(1) : T(0);
   if (layout == weight_layout::out_in)
     gemm<T>(true, false, n_out, k_in, rows, T(1), dy, n_out, x, k_in, beta, dw, k_in);
@@ -128,20 +128,20 @@ void magnitude_backward_dw(weight_layout layout, std::size_t rows, std::size_t n
   linear_backward_dw<double>(layout, rows, n_out, k_in, ady.data(), ax.data(), out, false);
 }
 
-#define SHARDCHECK_INSTANTIATE(T)                                                                \
-  template void gemm<T>(bool, bool, std::size_t, std::size_t, std::size_t, T, const T*,         \
-                        std::size_t, const T*, std::size_t, T, T*, std::size_t);                 \
-  template void linear_forward<T>(weight_layout, std::size_t, std::size_t, std::size_t,         \
-                                  const T*, const T*, T*);                                       \
-  template void linear_backward_dx<T>(weight_layout, std::size_t, std::size_t, std::size_t,     \
-                                      const T*, const T*, T*);                                   \
-  template void linear_backward_dw<T>(weight_layout, std::size_t, std::size_t, std::size_t,     \
-                                      const T*, const T*, T*, bool);                             \
-  template void magnitude_forward<T>(weight_layout, std::size_t, std::size_t, std::size_t,      \
-                                     const T*, const T*, double*);                               \
-  template void magnitude_backward_dx<T>(weight_layout, std::size_t, std::size_t, std::size_t,  \
-                                         const T*, const T*, double*);                           \
-  template void magnitude_backward_dw<T>(weight_layout, std::size_t, std::size_t, std::size_t,  \
+#define SHARDCHECK_INSTANTIATE(T)                                                                 \
+  template void gemm<T>(bool, bool, std::size_t, std::size_t, std::size_t, T, const T*,           \
+                        std::size_t, const T*, std::size_t, T, T*, std::size_t);                  \
+  template void linear_forward<T>(weight_layout, std::size_t, std::size_t, std::size_t, const T*, \
+                                  const T*, T*);                                                  \
+  template void linear_backward_dx<T>(weight_layout, std::size_t, std::size_t, std::size_t,       \
+                                      const T*, const T*, T*);                                    \
+  template void linear_backward_dw<T>(weight_layout, std::size_t, std::size_t, std::size_t,       \
+                                      const T*, const T*, T*, bool);                              \
+  template void magnitude_forward<T>(weight_layout, std::size_t, std::size_t, std::size_t,        \
+                                     const T*, const T*, double*);                                \
+  template void magnitude_backward_dx<T>(weight_layout, std::size_t, std::size_t, std::size_t,    \
+                                         const T*, const T*, double*);                            \
+  template void magnitude_backward_dw<T>(weight_layout, std::size_t, std::size_t, std::size_t,    \
                                          const T*, const T*, double*);
 
 SHARDCHECK_INSTANTIATE(float)

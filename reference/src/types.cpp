@@ -6,27 +6,36 @@ namespace shardcheck {
 
 std::string_view to_string(dtype t) {
   switch (t) {
-    case dtype::f32: return "f32";
-    case dtype::f64: return "f64";
+    case dtype::f32:
+      return "f32";
+    case dtype::f64:
+      return "f64";
   }
   return "?";
 }
 
 std::string_view to_string(weight_layout l) {
   switch (l) {
-    case weight_layout::out_in: return "out_in";
-    case weight_layout::in_out: return "in_out";
+    case weight_layout::out_in:
+      return "out_in";
+    case weight_layout::in_out:
+      return "in_out";
   }
   return "?";
 }
 
 std::string_view to_string(value_mode m) {
   switch (m) {
-    case value_mode::exact: return "exact";
-    case value_mode::uniform: return "uniform";
-    case value_mode::wide: return "wide";
-    case value_mode::cancel: return "cancel";
-    case value_mode::nonfinite: return "nonfinite";
+    case value_mode::exact:
+      return "exact";
+    case value_mode::uniform:
+      return "uniform";
+    case value_mode::wide:
+      return "wide";
+    case value_mode::cancel:
+      return "cancel";
+    case value_mode::nonfinite:
+      return "nonfinite";
   }
   return "?";
 }
@@ -34,8 +43,8 @@ std::string_view to_string(value_mode m) {
 namespace {
 
 [[noreturn]] void unknown(std::string_view what, std::string_view s, std::string_view accepted) {
-  throw invalid_problem("unknown " + std::string(what) + " '" + std::string(s) + "' (accepted: " +
-                        std::string(accepted) + ")");
+  throw invalid_problem("unknown " + std::string(what) + " '" + std::string(s) +
+                        "' (accepted: " + std::string(accepted) + ")");
 }
 
 }  // namespace
@@ -53,8 +62,8 @@ weight_layout parse_weight_layout(std::string_view s) {
 }
 
 value_mode parse_value_mode(std::string_view s) {
-  for (value_mode m : {value_mode::exact, value_mode::uniform, value_mode::wide,
-                       value_mode::cancel, value_mode::nonfinite})
+  for (value_mode m : {value_mode::exact, value_mode::uniform, value_mode::wide, value_mode::cancel,
+                       value_mode::nonfinite})
     if (s == to_string(m)) return m;
   unknown("value mode", s, "exact|uniform|wide|cancel|nonfinite");
 }

@@ -16,9 +16,9 @@ struct shape {
 };
 
 inline const std::vector<shape>& shapes() {
-  static const std::vector<shape> all = {
-      {0, 5, 3},  {4, 0, 3},   {4, 5, 0},    {0, 0, 0},  {1, 1, 1},   {7, 3, 1},
-      {1, 9, 4},  {13, 11, 17}, {31, 29, 37}, {5, 97, 3}, {64, 48, 96}, {9, 7, 1031}};
+  static const std::vector<shape> all = {{0, 5, 3},    {4, 0, 3},  {4, 5, 0},    {0, 0, 0},
+                                         {1, 1, 1},    {7, 3, 1},  {1, 9, 4},    {13, 11, 17},
+                                         {31, 29, 37}, {5, 97, 3}, {64, 48, 96}, {9, 7, 1031}};
   return all;
 }
 
@@ -104,7 +104,6 @@ auto bits(T v) {
     return std::bit_cast<std::uint64_t>(v);
 }
 
-// Index of the first element whose bits differ, if any.
 template <class T>
 std::optional<std::size_t> first_bit_difference(const std::vector<T>& a, const std::vector<T>& b) {
   if (a.size() != b.size()) return 0;

@@ -1,9 +1,9 @@
-#include "shardcheck/reference/bound.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+
+#include "shardcheck/reference/bound.hpp"
 
 namespace shardcheck::ref {
 namespace {

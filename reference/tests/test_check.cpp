@@ -1,5 +1,3 @@
-#include "shardcheck/reference/check.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +6,7 @@
 
 #include "naive.hpp"
 #include "shardcheck/reference/bound.hpp"
+#include "shardcheck/reference/check.hpp"
 #include "shardcheck/reference/gemm.hpp"
 
 namespace shardcheck::ref::test {

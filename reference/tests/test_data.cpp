@@ -1,5 +1,3 @@
-#include "shardcheck/reference/data.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "naive.hpp"
+#include "shardcheck/reference/data.hpp"
 
 namespace shardcheck::ref::test {
 namespace {

@@ -1,5 +1,3 @@
-#include "shardcheck/reference/gemm.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 
 #include "naive.hpp"
 #include "shardcheck/reference/bound.hpp"
+#include "shardcheck/reference/gemm.hpp"
 
 namespace shardcheck::ref::test {
 namespace {
@@ -44,8 +43,9 @@ std::vector<T> run_ref(op o, weight_layout l, shape s, const layer_data<T>& d) {
 
 template <class T>
 std::vector<T> run_naive(op o, weight_layout l, shape s, const layer_data<T>& d) {
-  return o == op::forward ? naive_forward(l, s, d) : o == op::dx ? naive_dx(l, s, d)
-                                                                 : naive_dw(l, s, d);
+  return o == op::forward ? naive_forward(l, s, d)
+         : o == op::dx    ? naive_dx(l, s, d)
+                          : naive_dw(l, s, d);
 }
 
 template <class T>
@@ -78,15 +78,15 @@ TYPED_TEST(gemm_test, ExactModeIsBitwiseEqualToNaiveLoop) {
 }
 
 template <class T>
-std::size_t count_beyond_bound(op o, shape s, const std::vector<T>& got,
-                               const std::vector<T>& want, const std::vector<double>& mag,
-                               double* max_ratio) {
+std::size_t count_beyond_bound(op o, shape s, const std::vector<T>& got, const std::vector<T>& want,
+                               const std::vector<double>& mag, double* max_ratio) {
   const std::int64_t k = contraction(o, s);
   std::size_t beyond = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double err = std::fabs(static_cast<double>(got[i]) - static_cast<double>(want[i]));
     if (!(err <= element_bound(mag[i], k, k, dtype_of<T>(), k))) ++beyond;
-    if (mag[i] > 0) *max_ratio = std::max(*max_ratio, err / (unit_roundoff(dtype_of<T>()) * mag[i]));
+    if (mag[i] > 0)
+      *max_ratio = std::max(*max_ratio, err / (unit_roundoff(dtype_of<T>()) * mag[i]));
   }
   return beyond;
 }
@@ -101,9 +101,9 @@ TYPED_TEST(gemm_test, RoundingModesStayWithinDerivedBound) {
           SCOPED_TRACE(std::string(to_string(mode)) + " " + describe(o, l, s));
           const auto d = make_data<T>(mode, 23, l, s);
           const auto got = run_ref(o, l, s, d);
-          EXPECT_EQ(count_beyond_bound(o, s, got, run_naive(o, l, s, d), run_mag(o, l, s, d),
-                                       &max_ratio),
-                    0u);
+          EXPECT_EQ(
+              count_beyond_bound(o, s, got, run_naive(o, l, s, d), run_mag(o, l, s, d), &max_ratio),
+              0u);
         }
   EXPECT_GT(max_ratio, 0.0) << "the reference and the naive loop never differed: check is vacuous";
 }
@@ -118,8 +118,7 @@ TYPED_TEST(gemm_test, DroppingOneTermBreaksTheBound) {
     const auto mag = run_mag(op::forward, l, s, d);
     d.x[0] = 0;
     double max_ratio = 0;
-    EXPECT_GT(count_beyond_bound(op::forward, s, got, naive_forward(l, s, d), mag, &max_ratio),
-              0u);
+    EXPECT_GT(count_beyond_bound(op::forward, s, got, naive_forward(l, s, d), mag, &max_ratio), 0u);
   }
 }
 
@@ -130,9 +129,9 @@ TYPED_TEST(gemm_test, MagnitudeIsTheProductOfAbsoluteValues) {
       for (op o : ops) {
         SCOPED_TRACE(describe(o, l, s));
         const auto exact = make_data<T>(value_mode::exact, 5, l, s);
-        EXPECT_FALSE(first_bit_difference(run_mag(o, l, s, exact),
-                                          run_naive(o, l, s, absolute(exact)))
-                         .has_value());
+        EXPECT_FALSE(
+            first_bit_difference(run_mag(o, l, s, exact), run_naive(o, l, s, absolute(exact)))
+                .has_value());
         const auto d = make_data<T>(value_mode::uniform, 5, l, s);
         const auto mag = run_mag(o, l, s, d);
         const auto want = run_naive(o, l, s, absolute(d));

@@ -1,5 +1,3 @@
-#include "shardcheck/reference/oracle.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 #include "naive.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/oracle.hpp"
 
 namespace shardcheck::ref::test {
 namespace {

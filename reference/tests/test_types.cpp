@@ -1,8 +1,8 @@
-#include "shardcheck/reference/types.hpp"
-
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "shardcheck/reference/types.hpp"
 
 namespace shardcheck {
 namespace {
@@ -21,8 +21,8 @@ TEST(types, NamesRoundTrip) {
   for (dtype t : {dtype::f32, dtype::f64}) EXPECT_EQ(parse_dtype(to_string(t)), t);
   for (weight_layout l : {weight_layout::out_in, weight_layout::in_out})
     EXPECT_EQ(parse_weight_layout(to_string(l)), l);
-  for (value_mode m : {value_mode::exact, value_mode::uniform, value_mode::wide,
-                       value_mode::cancel, value_mode::nonfinite})
+  for (value_mode m : {value_mode::exact, value_mode::uniform, value_mode::wide, value_mode::cancel,
+                       value_mode::nonfinite})
     EXPECT_EQ(parse_value_mode(to_string(m)), m);
   EXPECT_EQ(to_string(dtype::f32), "f32");
   EXPECT_EQ(to_string(weight_layout::in_out), "in_out");
@@ -37,8 +37,9 @@ TEST(types, ParseErrorsNameTheAcceptedSpellings) {
   EXPECT_NE(message_of([] { (void)parse_dtype("f16"); }).find("f16"), std::string::npos);
   EXPECT_NE(message_of([] { (void)parse_weight_layout("nk"); }).find("out_in|in_out"),
             std::string::npos);
-  EXPECT_NE(message_of([] { (void)parse_value_mode("random"); })
-                .find("exact|uniform|wide|cancel|nonfinite"),
+  EXPECT_NE(message_of([] {
+              (void)parse_value_mode("random");
+            }).find("exact|uniform|wide|cancel|nonfinite"),
             std::string::npos);
 }
 
