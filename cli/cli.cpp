@@ -1,6 +1,7 @@
 #include "shardcheck/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -210,7 +211,8 @@ struct verify_options {
 
 int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
   if (o.cases < 1) throw usage_error("--cases must be at least 1");
-  if (o.case_timeout <= 0) throw usage_error("--case-timeout must be positive");
+  if (!(o.case_timeout > 0) || !std::isfinite(o.case_timeout))
+    throw usage_error("--case-timeout must be a positive number of seconds");
   const unsigned mask = prop::parse_properties(o.properties);
   std::vector<const par::strategy*> chosen;
   for (const auto& name : o.strategies) chosen.push_back(&cat.need(name));
@@ -279,6 +281,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
 int do_selftest(const catalogue& cat, int cases, std::uint64_t seed, double timeout,
                 const std::string& program) {
   if (cases < 1) throw usage_error("--cases must be at least 1");
+  if (!(timeout > 0) || !std::isfinite(timeout))
+    throw usage_error("--case-timeout must be a positive number of seconds");
   par::comm world = par::comm::world();
   prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, timeout, program);
   int status = 0;

@@ -8,7 +8,8 @@ rc::Gen<std::int64_t> dimension(int p) {
   return rc::gen::weightedOneOf<std::int64_t>(
       {{4, rc::gen::inRange<std::int64_t>(0, 65)},
        {2, rc::gen::element<std::int64_t>(0, 1, 2, 3, 5, 7, 11, 13, 31, 61, 64)},
-       {1, rc::gen::inRange<std::int64_t>(0, p + 1)}});
+       {1, rc::gen::inRange<std::int64_t>(0, p + 1)},
+       {1, rc::gen::inRange<std::int64_t>(65, 200)}});
 }
 
 rc::Gen<par::partition> partition_of(std::int64_t n, int parts) {
