@@ -2,6 +2,7 @@
 
 #include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
+#include "strategies/row_parallel.hpp"
 
 namespace shardcheck::par {
 
@@ -20,6 +21,7 @@ registry builtin_strategies() {
   registry r;
   r.add(std::make_unique<data_parallel>());
   r.add(std::make_unique<column_parallel>());
+  r.add(std::make_unique<row_parallel>());
   return r;
 }
 
