@@ -99,16 +99,6 @@ void column_parallel::backward_t(context& ctx, const run_case& c, const matrix<T
                              dw.data.data());
 }
 
-template void column_parallel::forward_t<float>(context&, const run_case&, const matrix<float>&,
-                                                const matrix<float>&, matrix<float>&) const;
-template void column_parallel::forward_t<double>(context&, const run_case&, const matrix<double>&,
-                                                 const matrix<double>&, matrix<double>&) const;
-template void column_parallel::backward_t<float>(context&, const run_case&, const matrix<float>&,
-                                                 const matrix<float>&, const matrix<float>&,
-                                                 matrix<float>&, matrix<float>&) const;
-template void column_parallel::backward_t<double>(context&, const run_case&,
-                                                  const matrix<double>&, const matrix<double>&,
-                                                  const matrix<double>&, matrix<double>&,
-                                                  matrix<double>&) const;
+SHARDCHECK_INSTANTIATE_STRATEGY(column_parallel);
 
 }  // namespace shardcheck::par

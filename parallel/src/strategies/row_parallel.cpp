@@ -109,15 +109,6 @@ void row_parallel::backward_t(context& ctx, const run_case& c, const matrix<T>& 
   ref::linear_backward_dw<T>(c.prob.layout, m, n, kr, full_dy, x.data.data(), dw.data.data());
 }
 
-template void row_parallel::forward_t<float>(context&, const run_case&, const matrix<float>&,
-                                             const matrix<float>&, matrix<float>&) const;
-template void row_parallel::forward_t<double>(context&, const run_case&, const matrix<double>&,
-                                              const matrix<double>&, matrix<double>&) const;
-template void row_parallel::backward_t<float>(context&, const run_case&, const matrix<float>&,
-                                              const matrix<float>&, const matrix<float>&,
-                                              matrix<float>&, matrix<float>&) const;
-template void row_parallel::backward_t<double>(context&, const run_case&, const matrix<double>&,
-                                               const matrix<double>&, const matrix<double>&,
-                                               matrix<double>&, matrix<double>&) const;
+SHARDCHECK_INSTANTIATE_STRATEGY(row_parallel);
 
 }  // namespace shardcheck::par
