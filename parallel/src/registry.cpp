@@ -1,6 +1,8 @@
 #include "shardcheck/parallel/registry.hpp"
 
+#include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
+#include "strategies/row_parallel.hpp"
 
 namespace shardcheck::par {
 
@@ -18,6 +20,8 @@ const strategy* registry::find(std::string_view name) const {
 registry builtin_strategies() {
   registry r;
   r.add(std::make_unique<data_parallel>());
+  r.add(std::make_unique<column_parallel>());
+  r.add(std::make_unique<row_parallel>());
   return r;
 }
 

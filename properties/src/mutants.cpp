@@ -1,6 +1,8 @@
 #include "shardcheck/properties/mutants.hpp"
 
+#include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
+#include "strategies/row_parallel.hpp"
 
 namespace shardcheck::prop {
 
@@ -34,11 +36,32 @@ constexpr dp_mutant dp_mutants[] = {
      "data parallel: each rank adds the dW partials in its own order (replicas drift)",
      property::replicas},
 };
+
+// One defect of another strategy: the strategy's defect enum, as for data parallel above.
+template <class Strategy>
+struct other_mutant {
+  const char* name;
+  typename Strategy::defect defect;
+  const char* words;
+  property expected;
+};
+using rp = par::row_parallel;
+using cp = par::column_parallel;
+constexpr other_mutant<rp> rp_mutants[] = {
+    {"mutant.rp_no_all_reduce", rp::defect::no_reduction,
+     "row parallel: the partial sums of Y are never reduced across ranks", property::forward},
+};
+constexpr other_mutant<cp> cp_mutants[] = {
+    {"mutant.cp_reversed_order", cp::defect::reversed_order,
+     "column parallel: Y column blocks concatenated in reverse rank order", property::forward},
+};
 }  // namespace
 
 par::registry mutant_strategies() {
   par::registry r;
   for (const auto& m : dp_mutants) r.add(std::make_unique<dp>(m.defect, m.name));
+  for (const auto& m : rp_mutants) r.add(std::make_unique<rp>(m.defect, m.name));
+  for (const auto& m : cp_mutants) r.add(std::make_unique<cp>(m.defect, m.name));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
   // watchdog test uses it alone.
   r.add(std::make_unique<dp>(dp::defect::rank0_waits_forever, "mutant.dp_hang"));
@@ -48,6 +71,8 @@ par::registry mutant_strategies() {
 std::vector<mutant_info> mutant_catalogue() {
   std::vector<mutant_info> out;
   for (const auto& m : dp_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : rp_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : cp_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }
 

@@ -105,6 +105,20 @@ class strategy_base : public strategy {
   const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
 
+// Instantiates Derived's forward_t and backward_t for both dtypes; put it in the .cpp file that
+// defines them, inside namespace shardcheck::par.
+#define SHARDCHECK_INSTANTIATE_STRATEGY(Derived)                                                  \
+  template void Derived::forward_t<float>(context&, const run_case&, const matrix<float>&,       \
+                                          const matrix<float>&, matrix<float>&) const;           \
+  template void Derived::forward_t<double>(context&, const run_case&, const matrix<double>&,     \
+                                           const matrix<double>&, matrix<double>&) const;        \
+  template void Derived::backward_t<float>(context&, const run_case&, const matrix<float>&,      \
+                                           const matrix<float>&, const matrix<float>&,           \
+                                           matrix<float>&, matrix<float>&) const;                \
+  template void Derived::backward_t<double>(context&, const run_case&, const matrix<double>&,    \
+                                            const matrix<double>&, const matrix<double>&,        \
+                                            matrix<double>&, matrix<double>&) const
+
 // --- derived from placements: the same rules for every strategy ------------------------------
 
 // The problem dimension names of tensor t's rows and columns: X (M,K), W (N,K) or (K,N), Y and dY

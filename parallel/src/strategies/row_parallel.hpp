@@ -1,0 +1,46 @@
+#pragma once
+// Row parallel (Megatron's RowParallelLinear). W is split on the input features K (partition
+// part.K) and X on its columns the same way; each rank computes a partial Y_r = X_r·W_rᵀ over its
+// K-share, a full M×N matrix whose sum over ranks is Y. The partials are all-reduced (scatter=0,
+// Y = R) or reduce-scattered by rows over part.M (scatter=1, Y = S(0)).
+// Backward: dY arrives as Y left (R, or S(0) which is all-gathered first); dX_r = dY·W_r is local
+// (S(1)), and so is dW_r = dYᵀ·X_r (sharded like W).
+//
+//   out_in: X: S(1)  W: S(1)  Y: R | S(0)      dY: R | S(0)  dX: S(1)  dW: S(1)
+//   in_out: X: S(1)  W: S(0)  Y: R | S(0)      dY: R | S(0)  dX: S(1)  dW: S(0)
+//   forward:  scatter=0: one all-reduce of Y (M·N)   scatter=1: one reduce-scatter (counts m_r·N)
+//   backward: scatter=0: nothing                     scatter=1: one all-gather of dY (m_r·N)
+//
+// Example: p = 3, K = 7, part.K = 3,2,2: rank 0 contracts over k = 0–2, rank 1 over 3–4, rank 2
+// over 5–6, and every element of Y is the sum of the three ranks' partials.
+#include "shardcheck/parallel/strategy.hpp"
+
+namespace shardcheck::par {
+
+class row_parallel : public strategy_base<row_parallel> {
+ public:
+  // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
+  enum class defect { none, no_reduction };
+
+  explicit row_parallel(defect d = defect::none, std::string name = "row_parallel")
+      : defect_(d), name_(std::move(name)) {}
+
+  [[nodiscard]] std::string name() const override { return name_; }
+  [[nodiscard]] std::string summary() const override;
+  [[nodiscard]] std::vector<param_spec> params() const override;
+  [[nodiscard]] layout placement_of(tensor t, const run_case& c) const override;
+  [[nodiscard]] cost_estimate cost(const run_case& c, std::span<const int> coords) const override;
+
+  template <class T>
+  void forward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,
+                 matrix<T>& y) const;
+  template <class T>
+  void backward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,
+                  const matrix<T>& dy, matrix<T>& dx, matrix<T>& dw) const;
+
+ private:
+  defect defect_;
+  std::string name_;
+};
+
+}  // namespace shardcheck::par
