@@ -39,6 +39,7 @@ comm::comm(MPI_Comm c, bool owned) : c_(c), owned_(owned) {
   displs_a_.resize(p);
   counts_b_.resize(p);
   displs_b_.resize(p);
+  counts64_.resize(p);
 }
 
 comm comm::world() { return comm(MPI_COMM_WORLD, false); }
@@ -64,6 +65,7 @@ comm& comm::operator=(comm&& o) noexcept {
   displs_a_ = std::move(o.displs_a_);
   counts_b_ = std::move(o.counts_b_);
   displs_b_ = std::move(o.displs_b_);
+  counts64_ = std::move(o.counts64_);
   return *this;
 }
 
@@ -71,6 +73,14 @@ comm comm::split(int color, int key) const {
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(c_, color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split");
   return comm(out, true);
+}
+
+std::span<const std::int64_t> comm::scaled_counts(const partition& parts, std::int64_t scale) {
+  if (parts.parts() != size_)
+    throw invalid_problem("collective: a partition of " + std::to_string(parts.parts()) +
+                          " parts for " + std::to_string(size_) + " ranks");
+  for (int r = 0; r < size_; ++r) counts64_[static_cast<std::size_t>(r)] = parts.size(r) * scale;
+  return counts64_;
 }
 
 void comm::to_counts(std::span<const std::int64_t> counts, std::vector<int>& c,

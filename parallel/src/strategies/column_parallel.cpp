@@ -38,10 +38,8 @@ cost_estimate column_parallel::cost(const run_case& c, std::span<const int> coor
   cost_estimate e;
   if (c.param("gather") != 0) {
     e.forward.push_back(all_gather_entry(cols.scaled(m), r, size_of(c.prob.type)));
-    // The packed buffer with the p counts of the all-gather during the collective; then the
-    // packed buffer and Y (both M×N) while re-laying.
-    const auto counts = c.p * static_cast<std::int64_t>(sizeof(std::int64_t));
-    e.peak_forward = std::max(m * n * s + counts, 2 * m * n * s);
+    // The packed buffer and Y (both M×N) while re-laying.
+    e.peak_forward = 2 * m * n * s;
   } else {
     e.peak_forward = m * cols.size(r) * s;
   }
@@ -70,7 +68,7 @@ void column_parallel::forward_t(context& ctx, const run_case& c, const matrix<T>
   ref::linear_forward<T>(c.prob.layout, m, mine, k, x.data.data(), w.data.data(),
                          packed.data() + m * static_cast<std::size_t>(cols.offset(r)));
   world.all_gather<T>(std::span<T>(packed.data(), packed.size()),
-                      cols.scaled(static_cast<std::int64_t>(m)));
+                      cols, static_cast<std::int64_t>(m));
   y = matrix<T>(m, n);
   std::size_t at = 0;  // destination column of the next block
   for (int i = 0; i < world.size(); ++i) {

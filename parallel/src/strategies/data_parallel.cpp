@@ -33,8 +33,7 @@ cost_estimate data_parallel::cost(const run_case& c, std::span<const int> coords
   cost_estimate e;
   if (c.param("gather") != 0) {
     e.forward.push_back(all_gather_entry(rows.scaled(n), r, size_of(c.prob.type)));
-    // Y, and the p counts of the all-gather.
-    e.peak_forward = c.prob.M * n * s + c.p * static_cast<std::int64_t>(sizeof(std::int64_t));
+    e.peak_forward = c.prob.M * n * s;
   } else {
     e.peak_forward = rows.size(r) * n * s;
   }
@@ -77,7 +76,7 @@ void data_parallel::forward_t(context& ctx, const run_case& c, const matrix<T>& 
   if (!(defect_ == defect::drop_last_shard && r == world.size() - 1))
     local_forward<T>(c.prob.layout, x.rows, n, k, x.data.data(), w.data.data(), mine, in_float);
   if (!gather || (defect_ == defect::rank0_skips_gather && r == 0)) return;
-  world.all_gather<T>(y.span(), rows.scaled(static_cast<std::int64_t>(n)));
+  world.all_gather<T>(y.span(), rows, static_cast<std::int64_t>(n));
   if (defect_ == defect::reversed_order) {
     matrix<T> swapped(y.rows, n);
     std::int64_t at = 0;

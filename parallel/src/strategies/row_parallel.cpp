@@ -37,18 +37,17 @@ cost_estimate row_parallel::cost(const run_case& c, std::span<const int> coords)
   const int r = coords[0];
   const auto s = static_cast<std::int64_t>(size_of(c.prob.type));
   const std::int64_t m = c.prob.M, n = c.prob.N, kr = ks.size(r);
-  const auto counts = c.p * static_cast<std::int64_t>(sizeof(std::int64_t));
   // dX_r (M×k_r) and dW_r (k_r·N), the backward's outputs.
   const std::int64_t grads = (m * kr + kr * n) * s;
   cost_estimate e;
   if (c.param("scatter") != 0) {
     const partition& rows = c.part("M");
     e.forward.push_back(reduce_scatter_entry(rows.scaled(n), r, size_of(c.prob.type)));
-    // The M×N partial, this rank's rows of Y and the p counts, all live during the collective.
-    e.peak_forward = (m * n + rows.size(r) * n) * s + counts;
+    // The M×N partial and this rank's rows of Y, both live during the collective.
+    e.peak_forward = (m * n + rows.size(r) * n) * s;
     e.backward.push_back(all_gather_entry(rows.scaled(n), r, size_of(c.prob.type)));
-    // The gathered M×N dY with the counts during the all-gather, then with dX and dW.
-    e.peak_backward = m * n * s + std::max(counts, grads);
+    // The gathered M×N dY, then with dX and dW.
+    e.peak_backward = m * n * s + grads;
   } else {
     e.forward.push_back(all_reduce_entry(m * n, c.p, size_of(c.prob.type)));
     e.peak_forward = m * n * s;
@@ -78,7 +77,7 @@ void row_parallel::forward_t(context& ctx, const run_case& c, const matrix<T>& x
   y = matrix<T>(static_cast<std::size_t>(rows.size(r)), n);
   if (reduce) {
     world.reduce_scatter_sum<T>(std::span<const T>(partial.data(), partial.size()), y.span(),
-                                rows.scaled(static_cast<std::int64_t>(n)));
+                                rows, static_cast<std::int64_t>(n));
   } else {
     std::copy_n(partial.data() + static_cast<std::size_t>(rows.offset(r)) * n, y.data.size(),
                 y.data.data());
@@ -100,7 +99,7 @@ void row_parallel::backward_t(context& ctx, const run_case& c, const matrix<T>& 
     gathered = matrix<T>(m, n);
     std::copy(dy.data.begin(), dy.data.end(),
               gathered.row(static_cast<std::size_t>(rows.offset(r))));
-    world.all_gather<T>(gathered.span(), rows.scaled(static_cast<std::int64_t>(n)));
+    world.all_gather<T>(gathered.span(), rows, static_cast<std::int64_t>(n));
     full_dy = gathered.data.data();
   }
   dx = matrix<T>(m, kr);

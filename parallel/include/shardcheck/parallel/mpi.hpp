@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "shardcheck/parallel/ledger.hpp"
+#include "shardcheck/parallel/partition.hpp"
 #include "shardcheck/reference/types.hpp"
 
 namespace shardcheck::par {
@@ -74,6 +75,12 @@ class comm {
   // \note collective over this comm. In place: rank r's part is buffer[displ_r, displ_r+counts[r]).
   template <class T>
   void all_gather(std::span<T> buffer, std::span<const std::int64_t> counts);
+  // \note collective over this comm. The same with counts[r] = parts.size(r)·scale, taken from
+  // scratch the communicator owns, so the call allocates nothing.
+  template <class T>
+  void all_gather(std::span<T> buffer, const partition& parts, std::int64_t scale) {
+    all_gather<T>(buffer, scaled_counts(parts, scale));
+  }
   // \note collective over this comm. In place, sum.
   template <class T>
   void all_reduce_sum(std::span<T> buffer);
@@ -82,6 +89,12 @@ class comm {
   template <class T>
   void reduce_scatter_sum(std::span<const T> in, std::span<T> out,
                           std::span<const std::int64_t> counts);
+  // \note collective over this comm. counts[r] = parts.size(r)·scale, without allocating.
+  template <class T>
+  void reduce_scatter_sum(std::span<const T> in, std::span<T> out, const partition& parts,
+                          std::int64_t scale) {
+    reduce_scatter_sum<T>(in, out, scaled_counts(parts, scale));
+  }
   // \note collective over this comm.
   template <class T>
   void broadcast(std::span<T> buffer, int root);
@@ -97,6 +110,7 @@ class comm {
   void record(const ledger_entry& e) {
     if (ledger_ != nullptr) ledger_->record(e, axis_);
   }
+  std::span<const std::int64_t> scaled_counts(const partition& parts, std::int64_t scale);
   void to_counts(std::span<const std::int64_t> counts, std::vector<int>& c,
                  std::vector<int>& d) const;
   MPI_Comm c_ = MPI_COMM_NULL;
@@ -106,7 +120,9 @@ class comm {
   int axis_ = 0;
   bool checked_ = false;
   std::uint64_t sequence_ = 0;
-  std::vector<int> counts_a_, displs_a_, counts_b_, displs_b_;  // scratch, sized at construction
+  // Scratch, sized at construction, so that collectives allocate nothing.
+  std::vector<int> counts_a_, displs_a_, counts_b_, displs_b_;
+  std::vector<std::int64_t> counts64_;
 };
 
 // A Cartesian mesh over a communicator: one sub-communicator per axis.
