@@ -324,8 +324,7 @@ int do_selftest(const catalogue& cat, int cases, std::uint64_t seed, double time
 
 int cli_main(int argc, char** argv, par::registry extra) {
   catalogue cat;
-  for (auto& s : const_cast<std::vector<std::unique_ptr<par::strategy>>&>(extra.all()))
-    cat.extra.add(std::move(s));
+  cat.extra = std::move(extra);
   const std::string program = argc > 0 ? argv[0] : "shardcheck";
 
   CLI::App app{"shardcheck: proves that parallel GEMM strategies compute what one device "

@@ -89,10 +89,10 @@ driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::
   (void)rc::detail::configuration();
   std::cerr.rdbuf(saved);
   for (int p = 1; p <= world_.size(); ++p) subs_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
-  dog_ = new watchdog(timeout_, leader());
+  dog_ = std::make_unique<watchdog>(timeout_, leader());
 }
 
-driver::~driver() { delete dog_; }
+driver::~driver() = default;
 
 namespace {
 constexpr int stop_length = -1;

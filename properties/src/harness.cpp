@@ -143,7 +143,7 @@ std::int64_t chain_of(const par::cost_estimate& cost, tensor t) {
   return t == tensor::y ? cost.chains.y : t == tensor::dx ? cost.chains.dx : cost.chains.dw;
 }
 
-std::string where(const par::run_case& c, tensor t, const block& b, int rank,
+std::string where(tensor t, const block& b, int rank,
                   const std::vector<int>& coords, std::size_t li, std::size_t lj) {
   std::ostringstream os;
   os << par::to_string(t) << "[i=" << b.row0 + static_cast<std::int64_t>(li)
@@ -154,7 +154,6 @@ std::string where(const par::run_case& c, tensor t, const block& b, int rank,
     os << ')';
   }
   os << " at local (" << li << ", " << lj << ")";
-  (void)c;
   return os.str();
 }
 
@@ -190,7 +189,7 @@ std::string judge(const par::run_case& c, tensor t, const block& b, const any_ma
   if (!bad) return {};
   std::ostringstream os;
   os.precision(17);
-  os << where(c, t, b, rank, coords, bad->row, bad->col) << ": got " << bad->got << ", expected "
+  os << where(t, b, rank, coords, bad->row, bad->col) << ": got " << bad->got << ", expected "
      << bad->expected;
   if (opt.bitwise) os << " (exact mode: bitwise equality required)";
   else os << ", bound " << bad->bound << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref

@@ -6,6 +6,7 @@
 // A per-case watchdog ends the whole job, printing the case's replay line, when a case hangs.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,7 +73,7 @@ class driver {
   std::string program_;
   std::vector<par::comm> subs_;  // subs_[p-1]: ranks 0..p-1
   struct watchdog;
-  watchdog* dog_;
+  std::unique_ptr<watchdog> dog_;
 };
 
 // The command that replays a case.
