@@ -185,15 +185,15 @@ void print_report_row(const prop::strategy_report& r) {
               human_bytes(r.bound_bytes).c_str());
 }
 
-void print_failure(const prop::strategy_report& r, const std::string& program) {
+void print_failure(const prop::strategy_report& r, const std::string& program, unsigned mask) {
   std::printf("FAIL %s: %s\n", r.name.c_str(), r.failure.message.c_str());
-  std::printf("  failing properties: %s\n",
-              (r.failure.failed & static_cast<unsigned>(prop::property::runs)) != 0
-                  ? ("runs," + prop::properties_to_string(r.failure.failed)).c_str()
-                  : prop::properties_to_string(r.failure.failed).c_str());
+  const unsigned runs = static_cast<unsigned>(prop::property::runs);
+  std::string failing = prop::properties_to_string(r.failure.failed);
+  if ((r.failure.failed & runs) != 0 && r.failure.failed != runs) failing = "runs," + failing;
+  std::printf("  failing properties: %s\n", failing.c_str());
   if (!r.replay.empty())
     std::printf("  replay: %s\n",
-                prop::replay_command(program, par::run_case::parse(r.replay)).c_str());
+                prop::replay_command(program, par::run_case::parse(r.replay), mask).c_str());
 }
 
 const char* table_header =
@@ -244,7 +244,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
       r.name = replay_case.strategy;
       r.failure = v;
       r.replay = replay_case.to_string();
-      print_failure(r, program);
+      print_failure(r, program, mask);
       status = 1;
     }
   } else {
@@ -269,7 +269,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
       passed += r.passed ? 1 : 0;
     }
     for (const auto& r : reports)
-      if (!r.passed) print_failure(r, program);
+      if (!r.passed) print_failure(r, program, mask);
     std::printf("%zu passed, %zu failed\n", static_cast<std::size_t>(passed),
                 reports.size() - static_cast<std::size_t>(passed));
   }
@@ -309,7 +309,7 @@ int do_selftest(const catalogue& cat, int cases, std::uint64_t seed, double time
       if (!r.passed) {
         std::printf("  smallest failing case: %s\n", r.failure.message.c_str());
         std::printf("  replay: %s\n",
-                    prop::replay_command(program, par::run_case::parse(r.replay)).c_str());
+                    prop::replay_command(program, par::run_case::parse(r.replay), so.mask).c_str());
       }
     }
     d.stop();

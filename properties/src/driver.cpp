@@ -73,9 +73,12 @@ struct driver::watchdog {
   bool armed_ = false, quit_ = false;
 };
 
-std::string replay_command(std::string_view program, const par::run_case& c) {
-  return "mpirun -n " + std::to_string(c.p) + " --oversubscribe " + std::string(program) +
-         " verify --replay '" + c.to_string() + "'";
+std::string replay_command(std::string_view program, const par::run_case& c, unsigned mask) {
+  std::string out = "mpirun -n " + std::to_string(c.p) + " --oversubscribe " +
+                    std::string(program) + " verify";
+  if ((mask | static_cast<unsigned>(property::runs)) != all_properties)
+    out += " --property " + properties_to_string(mask);
+  return out + " --replay '" + c.to_string() + "'";
 }
 
 driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::string program)
@@ -115,7 +118,7 @@ case_verdict driver::execute(const std::string& message) {
   dog_->arm(line);
   try {
     par::run_case c = par::run_case::parse(line);
-    dog_->arm(replay_command(program_, c));
+    dog_->arm(replay_command(program_, c, mask));
     const par::strategy* s = find_(c.strategy);
     if (s == nullptr) throw invalid_problem("unknown strategy '" + c.strategy + "'");
     if (c.p > world_.size())

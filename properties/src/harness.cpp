@@ -37,7 +37,7 @@ unsigned parse_properties(std::string_view s) {
   while (pos <= s.size()) {
     const std::size_t comma = s.find(',', pos);
     const std::string_view name = s.substr(pos, comma == s.npos ? s.npos : comma - pos);
-    bool found = false;
+    bool found = name == "runs";
     for (property p : checked_properties)
       if (to_string(p) == name) {
         mask |= static_cast<unsigned>(p);
@@ -45,7 +45,8 @@ unsigned parse_properties(std::string_view s) {
       }
     if (!found)
       throw invalid_problem("unknown property '" + std::string(name) +
-                            "' (known: forward, backward, ledger, memory, determinism, replicas)");
+                            "' (known: runs, forward, backward, ledger, memory, determinism, "
+                            "replicas)");
     if (comma == s.npos) break;
     pos = comma + 1;
   }
@@ -59,7 +60,7 @@ std::string properties_to_string(unsigned mask) {
     if (!out.empty()) out += ',';
     out += to_string(p);
   }
-  return out;
+  return out.empty() ? std::string(to_string(property::runs)) : out;
 }
 
 namespace {

@@ -76,7 +76,8 @@ class driver {
   std::unique_ptr<watchdog> dog_;
 };
 
-// The command that replays a case.
-[[nodiscard]] std::string replay_command(std::string_view program, const par::run_case& c);
+// The command that replays a case, checking the properties in `mask`.
+[[nodiscard]] std::string replay_command(std::string_view program, const par::run_case& c,
+                                         unsigned mask = all_properties);
 
 }  // namespace shardcheck::prop
