@@ -101,6 +101,18 @@ std::vector<double> absolute(const T* p, std::size_t n) {
   return out;
 }
 
+// in through a product with a shared (exact) weight: apply(a, z) writes the product of a with
+// |W| into z (n elements); gp, gr are the two computations' γ for it.
+template <class Apply>
+tracked through_weight(const tracked& in, std::size_t n, double gp, double gr, Apply apply) {
+  tracked out{std::vector<double>(n), std::vector<double>(n), in.scale_par * (1 + gp),
+              in.scale_ref * (1 + gr)};
+  apply(in.mag.data(), out.mag.data());
+  apply(in.delta.data(), out.delta.data());
+  out.delta = axpy(gp * in.scale_par + gr * in.scale_ref, out.mag, std::move(out.delta));
+  return out;
+}
+
 // Where the reference's pre-activation h is within delta of zero the two computations may take
 // different branches of f: returns, per element, 0 certainly inactive, 1 certainly active,
 // 2 uncertain.
@@ -142,15 +154,11 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
     const tracked& in = a_trk.back();
     std::vector<T> h(rows * dl);
     linear_forward<T>(s.layout, rows, dl, dp, a_val.back().data(), ws[l - 1], h.data());
-    tracked out{std::vector<double>(rows * dl), std::vector<double>(rows * dl), 0, 0};
-    linear_forward<double>(s.layout, rows, dl, dp, in.mag.data(), abs_w[l - 1].data(),
-                           out.mag.data());
-    linear_forward<double>(s.layout, rows, dl, dp, in.delta.data(), abs_w[l - 1].data(),
-                           out.delta.data());
-    const double gp = gamma(par.h[l - 1], t), gr = gamma(ref.h[l - 1], t);
-    out.delta = axpy(gp * in.scale_par + gr * in.scale_ref, out.mag, std::move(out.delta));
-    out.scale_par = in.scale_par * (1 + gp);
-    out.scale_ref = in.scale_ref * (1 + gr);
+    tracked out = through_weight(in, rows * dl, gamma(par.h[l - 1], t), gamma(ref.h[l - 1], t),
+                                 [&](const double* a, double* z) {
+                                   linear_forward<double>(s.layout, rows, dl, dp, a,
+                                                          abs_w[l - 1].data(), z);
+                                 });
     if (l == L) {
       e.y = std::move(h);
       e.y_bound = finish(std::move(out.delta));
@@ -195,15 +203,11 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
     // dA_{l−1} = dH_l·W_l (W_l shared: exact).
     std::vector<T> da(rows * dp);
     linear_backward_dx<T>(s.layout, rows, dl, dp, g.data(), ws[l - 1], da.data());
-    tracked dt{std::vector<double>(da.size()), std::vector<double>(da.size()), 0, 0};
-    linear_backward_dx<double>(s.layout, rows, dl, dp, gt.mag.data(), abs_w[l - 1].data(),
-                               dt.mag.data());
-    linear_backward_dx<double>(s.layout, rows, dl, dp, gt.delta.data(), abs_w[l - 1].data(),
-                               dt.delta.data());
-    const double xp = gamma(par.da[l - 1], t), xr = gamma(ref.da[l - 1], t);
-    dt.delta = axpy(xp * gt.scale_par + xr * gt.scale_ref, dt.mag, std::move(dt.delta));
-    dt.scale_par = gt.scale_par * (1 + xp);
-    dt.scale_ref = gt.scale_ref * (1 + xr);
+    tracked dt = through_weight(gt, da.size(), gamma(par.da[l - 1], t), gamma(ref.da[l - 1], t),
+                                [&](const double* a, double* z) {
+                                  linear_backward_dx<double>(s.layout, rows, dl, dp, a,
+                                                             abs_w[l - 1].data(), z);
+                                });
     if (l == 1) {
       e.dx = std::move(da);
       e.dx_bound = finish(std::move(dt.delta));

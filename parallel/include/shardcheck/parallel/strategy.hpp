@@ -119,6 +119,20 @@ class strategy_base : public strategy {
                                             const matrix<double>&, const matrix<double>&,        \
                                             matrix<double>&, matrix<double>&) const
 
+// Declares the members a strategy_base<Derived> defines in its .cpp file: summary, params,
+// placement_of, cost, forward_t and backward_t; put it in the public part of the class.
+#define SHARDCHECK_DECLARE_STRATEGY_MEMBERS                                                       \
+  [[nodiscard]] std::string summary() const override;                                           \
+  [[nodiscard]] std::vector<param_spec> params() const override;                                \
+  [[nodiscard]] layout placement_of(tensor t, const run_case& c) const override;                \
+  [[nodiscard]] cost_estimate cost(const run_case& c, std::span<const int> coords) const override; \
+  template <class T>                                                                            \
+  void forward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,       \
+                 matrix<T>& y) const;                                                           \
+  template <class T>                                                                            \
+  void backward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,      \
+                  const matrix<T>& dy, matrix<T>& dx, matrix<T>& dw) const
+
 // --- derived from placements: the same rules for every strategy ------------------------------
 
 // The problem dimension names of tensor t's rows and columns: X (M,K), W (N,K) or (K,N), Y and dY
