@@ -8,14 +8,6 @@
 
 namespace shardcheck::ref {
 
-std::string_view to_string(activation a) { return a == activation::relu ? "relu" : "identity"; }
-
-activation parse_activation(std::string_view s) {
-  if (s == "identity") return activation::identity;
-  if (s == "relu") return activation::relu;
-  throw invalid_problem("unknown activation '" + std::string(s) + "' (identity or relu)");
-}
-
 stack_chains reference_chains(const stack_shape& s, std::int64_t rows) {
   stack_chains c;
   for (std::size_t l = 1; l <= s.layers(); ++l) {

@@ -52,6 +52,8 @@ class strategy {
   [[nodiscard]] virtual std::string name() const = 0;
   [[nodiscard]] virtual std::string summary() const = 0;
   [[nodiscard]] virtual std::vector<param_spec> params() const { return {}; }
+  // The most layers a case of this strategy may have (problem::layers()); 1: a single layer.
+  [[nodiscard]] virtual std::size_t max_layers() const { return 1; }
   // Mesh dimensions for p workers; their product is c.p.
   [[nodiscard]] virtual std::vector<int> mesh_dims(const run_case& c) const { return {c.p}; }
   // One placement per mesh axis for each tensor.

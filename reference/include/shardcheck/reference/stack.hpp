@@ -11,17 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string_view>
 #include <vector>
 
 #include "shardcheck/reference/types.hpp"
 
 namespace shardcheck::ref {
-
-enum class activation { identity, relu };
-[[nodiscard]] std::string_view to_string(activation a);
-// "identity" or "relu"; throws invalid_problem otherwise.
-[[nodiscard]] activation parse_activation(std::string_view s);
 
 struct stack_shape {
   weight_layout layout = weight_layout::out_in;
