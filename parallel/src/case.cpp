@@ -9,7 +9,11 @@ namespace shardcheck::par {
 std::string run_case::to_string() const {
   std::ostringstream os;
   os << "strategy=" << strategy << " p=" << p << " M=" << prob.M << " N=" << prob.N
-     << " K=" << prob.K << " dtype=" << shardcheck::to_string(prob.type)
+     << " K=" << prob.K;
+  if (!prob.hidden.empty())
+    os << " H=" << partition(prob.hidden).to_string()
+       << " act=" << shardcheck::to_string(prob.act);
+  os << " dtype=" << shardcheck::to_string(prob.type)
      << " layout=" << shardcheck::to_string(prob.layout)
      << " mode=" << shardcheck::to_string(mode) << " seed=" << seed;
   for (const auto& [key, part] : parts) os << " part." << key << '=' << part.to_string();
@@ -61,6 +65,10 @@ run_case run_case::parse(std::string_view line) {
       c.prob.N = parse_int<std::int64_t>(key, value);
     } else if (key == "K") {
       c.prob.K = parse_int<std::int64_t>(key, value);
+    } else if (key == "H") {
+      c.prob.hidden = partition::parse(value).sizes();
+    } else if (key == "act") {
+      c.prob.act = parse_activation(value);
     } else if (key == "dtype") {
       c.prob.type = parse_dtype(value);
     } else if (key == "layout") {

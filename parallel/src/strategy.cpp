@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "shardcheck/reference/stack.hpp"
+
 namespace shardcheck::par {
 
 any_matrix make_matrix(dtype t, std::size_t rows, std::size_t cols) {
@@ -98,6 +100,15 @@ void complete_and_validate(const strategy& s, run_case& c) {
   const std::string who = "case for " + s.name() + ": ";
   if (c.p < 1) throw invalid_problem(who + "p must be at least 1");
   c.prob.validate();
+  if (c.prob.layers() > s.max_layers())
+    throw invalid_problem(who + "a stack of " + std::to_string(c.prob.layers()) +
+                          " layers (H=...), but the strategy runs at most " +
+                          std::to_string(s.max_layers()));
+  if (c.mode == value_mode::exact && c.prob.layers() > 1) {
+    const std::string why = ref::exact_stack_problem(
+        {c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M, c.prob.type);
+    if (!why.empty()) throw invalid_problem(who + "exact mode would round: " + why);
+  }
   // exact mode: products are multiples of 2⁻⁶ of magnitude ≤ 1, so a sum of k of them is exact
   // while k·2⁶ fits the significand (2²⁴ or 2⁵³).
   const std::int64_t exact_limit = c.prob.type == dtype::f32 ? (1 << 18) : (std::int64_t{1} << 47);

@@ -56,3 +56,24 @@ TEST(Case, BlocksFollowPlacementsAndPartitions) {
   EXPECT_EQ(block_of(dp, c, tensor::dx, rank1), (block{3, 0, 0, 4}));
   EXPECT_EQ(coords_of(5, {2, 3}), (std::vector<int>{1, 2}));
 }
+
+TEST(Case, AStackCarriesItsHiddenWidthsAndActivation) {
+  const run_case c = run_case::parse("strategy=data_parallel p=2 M=8 N=3 K=5 H=6,0 act=relu");
+  EXPECT_NE(c.to_string().find(" K=5 H=6,0 act=relu dtype="), std::string::npos);
+  EXPECT_EQ(run_case::parse(c.to_string()).to_string(), c.to_string());
+  EXPECT_EQ(c.prob.layers(), 3u);
+  EXPECT_EQ(c.prob.widths(), (std::vector<std::int64_t>{5, 6, 0, 3}));
+  EXPECT_EQ(c.prob.act, activation::relu);
+  // A single layer prints no stack keys: its replay lines are what they were.
+  EXPECT_EQ(run_case::parse("strategy=data_parallel p=1 M=1 N=1 K=1").to_string().find("H="),
+            std::string::npos);
+  for (const char* bad : {"strategy=dp p=1 M=1 N=1 K=1 act=relu", "strategy=dp p=1 M=1 N=1 K=1 H=-2",
+                          "strategy=dp p=1 M=1 N=1 K=1 H=2 act=tanh"})
+    EXPECT_THROW((void)run_case::parse(bad), invalid_problem) << bad;
+}
+
+TEST(Case, SingleLayerStrategiesRefuseStacks) {
+  const registry r = builtin_strategies();
+  run_case c = run_case::parse("strategy=data_parallel p=1 M=2 N=3 K=4 H=5");
+  EXPECT_THROW(complete_and_validate(*r.find("data_parallel"), c), invalid_problem);
+}

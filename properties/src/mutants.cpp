@@ -2,6 +2,7 @@
 
 #include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
+#include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
 
 namespace shardcheck::prop {
@@ -55,6 +56,12 @@ constexpr other_mutant<cp> cp_mutants[] = {
     {"mutant.cp_reversed_order", cp::defect::reversed_order,
      "column parallel: Y column blocks concatenated in reverse rank order", property::forward},
 };
+using rd = par::redistribute_layer;
+constexpr other_mutant<rd> rd_mutants[] = {
+    {"mutant.rd_all_to_all_rows_reversed", rd::defect::rows_reversed_in_all_to_all,
+     "redistribute: S(1) → S(0) re-lays each received block with its rows reversed",
+     property::forward},
+};
 }  // namespace
 
 par::registry mutant_strategies() {
@@ -62,6 +69,7 @@ par::registry mutant_strategies() {
   for (const auto& m : dp_mutants) r.add(std::make_unique<dp>(m.defect, m.name));
   for (const auto& m : rp_mutants) r.add(std::make_unique<rp>(m.defect, m.name));
   for (const auto& m : cp_mutants) r.add(std::make_unique<cp>(m.defect, m.name));
+  for (const auto& m : rd_mutants) r.add(std::make_unique<rd>(m.defect, m.name));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
   // watchdog test uses it alone.
   r.add(std::make_unique<dp>(dp::defect::rank0_waits_forever, "mutant.dp_hang"));
@@ -73,6 +81,7 @@ std::vector<mutant_info> mutant_catalogue() {
   for (const auto& m : dp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : rp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : cp_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : rd_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }
 

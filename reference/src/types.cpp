@@ -40,6 +40,10 @@ std::string_view to_string(value_mode m) {
   return "?";
 }
 
+std::string_view to_string(activation a) {
+  return a == activation::relu ? "relu" : "identity";
+}
+
 namespace {
 
 [[noreturn]] void unknown(std::string_view what, std::string_view s, std::string_view accepted) {
@@ -68,10 +72,28 @@ value_mode parse_value_mode(std::string_view s) {
   unknown("value mode", s, "exact|uniform|wide|cancel|nonfinite");
 }
 
+activation parse_activation(std::string_view s) {
+  for (activation a : {activation::identity, activation::relu})
+    if (s == to_string(a)) return a;
+  unknown("activation", s, "identity|relu");
+}
+
 void problem::validate() const {
   if (M < 0 || N < 0 || K < 0)
     throw invalid_problem("negative dimension in problem M=" + std::to_string(M) +
                           " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  for (std::int64_t h : hidden)
+    if (h < 0) throw invalid_problem("negative hidden width " + std::to_string(h));
+  if (hidden.empty() && act != activation::identity)
+    throw invalid_problem("act=" + std::string(to_string(act)) +
+                          " needs hidden widths (H=...): one layer has no activation");
+}
+
+std::vector<std::int64_t> problem::widths() const {
+  std::vector<std::int64_t> w{K};
+  w.insert(w.end(), hidden.begin(), hidden.end());
+  w.push_back(N);
+  return w;
 }
 
 }  // namespace shardcheck

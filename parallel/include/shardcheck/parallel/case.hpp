@@ -2,7 +2,8 @@
 // One case: everything a run depends on, with a one-line string form that replays it.
 //   strategy=data_parallel p=3 M=7 N=5 K=4 dtype=f64 layout=out_in mode=exact seed=42 part.M=3,0,4 gather=1
 // `part.D=` gives the partition of problem dimension D (D@a on a mesh axis a > 0 of a many-axis
-// mesh); any other key is a parameter of the strategy.
+// mesh); `H=` the hidden widths of a stack of layers and `act=` its activation (both only for a
+// stack: `strategy=… M=8 N=3 K=5 H=6 act=relu …`); any other key is a parameter of the strategy.
 #include <cstdint>
 #include <map>
 #include <string>

@@ -52,6 +52,8 @@ class strategy {
   [[nodiscard]] virtual std::string name() const = 0;
   [[nodiscard]] virtual std::string summary() const = 0;
   [[nodiscard]] virtual std::vector<param_spec> params() const { return {}; }
+  // The most layers a case of this strategy may have (problem::layers()); 1: a single layer.
+  [[nodiscard]] virtual std::size_t max_layers() const { return 1; }
   // Mesh dimensions for p workers; their product is c.p.
   [[nodiscard]] virtual std::vector<int> mesh_dims(const run_case& c) const { return {c.p}; }
   // One placement per mesh axis for each tensor.
@@ -118,6 +120,20 @@ class strategy_base : public strategy {
   template void Derived::backward_t<double>(context&, const run_case&, const matrix<double>&,    \
                                             const matrix<double>&, const matrix<double>&,        \
                                             matrix<double>&, matrix<double>&) const
+
+// Declares the members a strategy_base<Derived> defines in its .cpp file: summary, params,
+// placement_of, cost, forward_t and backward_t; put it in the public part of the class.
+#define SHARDCHECK_DECLARE_STRATEGY_MEMBERS                                                       \
+  [[nodiscard]] std::string summary() const override;                                           \
+  [[nodiscard]] std::vector<param_spec> params() const override;                                \
+  [[nodiscard]] layout placement_of(tensor t, const run_case& c) const override;                \
+  [[nodiscard]] cost_estimate cost(const run_case& c, std::span<const int> coords) const override; \
+  template <class T>                                                                            \
+  void forward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,       \
+                 matrix<T>& y) const;                                                           \
+  template <class T>                                                                            \
+  void backward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,      \
+                  const matrix<T>& dy, matrix<T>& dx, matrix<T>& dw) const
 
 // --- derived from placements: the same rules for every strategy ------------------------------
 

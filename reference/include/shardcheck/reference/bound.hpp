@@ -3,6 +3,29 @@
 // length k computed in any order, with or without FMA, satisfies |ŝ − s| ≤ γ_k · Σ|x_i||y_i|,
 // γ_k = k·u / (1 − k·u), u = 2⁻²⁴ (float) or 2⁻⁵³ (double). Two computations of the same product
 // with chain lengths k1, k2 differ by at most (γ_k1 + γ_k2)·(|X||W|ᵀ)_ij.
+//
+// A stack of L layers (stack.hpp), H_l = A_{l−1}·W_lᵀ, A_l = f(H_l), f 1-Lipschitz with
+// |f(x)| ≤ |x| (identity, ReLU). One computation with chains k_l: by induction on l,
+//   |Â_l − A_l| ≤ (Π_{j≤l}(1+γ_kj) − 1)·Mag_l  and  |Â_l| ≤ Π_{j≤l}(1+γ_kj)·Mag_l,
+//   Mag_l = |X|·|W_1|ᵀ·…·|W_l|ᵀ,
+// since Ĥ_{l+1} − H_{l+1} = (Â_l − A_l)·W_{l+1}ᵀ + (rounding ≤ γ_k(l+1)·|Â_l|·|W_{l+1}|ᵀ), and
+//   (Π_l − 1) + γ·Π_l = Π_{l+1} − 1  with Π_l = Π_{j≤l}(1+γ_kj).
+// So per element |Ŷ_par − Ŷ_ref| ≤ (Π_l(1+γ_kpar,l) − 1 + Π_l(1+γ_kref,l) − 1)·Mag_L, and L = 1 is
+// the single-layer bound above. stack_expect computes it as a running bound in double: for every
+// computed quantity Z a matrix Δ_Z ≥ |Z_par − Z_ref| and a magnitude Mag_Z with |Z_c| ≤ s_c·Mag_Z,
+// through a product with a shared (exact) weight B:
+//   Δ_{ZB} = Δ_Z·|B| + (γ_par·s_par + γ_ref·s_ref)·Mag_Z·|B|,   s_c ← s_c·(1+γ_c),
+// which is the closed form above when nothing is masked; through a product of two computed
+// quantities (dW_l = dH_lᵀ·A_{l−1}):
+//   Δ = Δ_Gᵀ·s_par^A·Mag_A + s_ref^G·Mag_Gᵀ·Δ_A + (γ_par·s^G_par·s^A_par + γ_ref·s^G_ref·s^A_ref)·Mag_Gᵀ·Mag_A
+// from |g_p a_p − g_r a_r| ≤ |g_p − g_r||a_p| + |g_r||a_p − a_r|.
+// ReLU backward: dH = dA ⊙ f'(H). Where |H_ref| > Δ_H both computations take the same branch
+// (|H_par − H_ref| ≤ Δ_H); where |H_ref| ≤ Δ_H (the uncertain set U) one may pass dA and the other
+// 0, so Δ_dH = max(Δ_dA, max_c s_c·Mag_dA) there — this adds (U⊙|G|)·|W_1| to dX and
+// (U⊙|G|)ᵀ·|X| to dW_1 for G = dY·W_2 bounded by magnitude. Where H_ref < −Δ_H both give 0 and Δ,
+// Mag are 0. Every double product and update rounds: the bounds are divided by 1 − γ_kmag(double),
+// kmag = Σ_l (d_{l−1} + d_l + rows) + 8L, which covers those roundings of nonnegative terms.
+// Exact mode stays bitwise: exact_stack_problem refuses shapes whose sums could round.
 #include <cstdint>
 
 #include "shardcheck/reference/types.hpp"

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shardcheck {
 
@@ -29,14 +30,18 @@ enum class weight_layout { out_in, in_out };
 // cancel: terms of ±2^12 scale mixed with small ones, so sums cancel and small terms are lost.
 // nonfinite: uniform, with about one element in 32 replaced by NaN, +Inf or -Inf.
 enum class value_mode { exact, uniform, wide, cancel, nonfinite };
+// Between the layers of a stack (stack.hpp): identity, or relu(h) = h > 0 ? h : 0.
+enum class activation { identity, relu };
 
 [[nodiscard]] std::string_view to_string(dtype t);
 [[nodiscard]] std::string_view to_string(weight_layout l);
 [[nodiscard]] std::string_view to_string(value_mode m);
+[[nodiscard]] std::string_view to_string(activation a);
 // Parsers throw invalid_problem naming the accepted spellings.
 [[nodiscard]] dtype parse_dtype(std::string_view s);
 [[nodiscard]] weight_layout parse_weight_layout(std::string_view s);
 [[nodiscard]] value_mode parse_value_mode(std::string_view s);
+[[nodiscard]] activation parse_activation(std::string_view s);
 
 [[nodiscard]] constexpr std::size_t size_of(dtype t) { return t == dtype::f32 ? 4 : 8; }
 
@@ -47,12 +52,19 @@ template <> constexpr dtype dtype_of<double>() { return dtype::f64; }
 // One linear layer: X is M×K, W is N×K (out_in) or K×N (in_out), Y is M×N.
 // Backward, given dY (M×N): dX = dY·W (M×K) for out_in, dY·Wᵀ for in_out; dW = dYᵀ·X (N×K) for
 // out_in, Xᵀ·dY (K×N) for in_out. Zero-sized dimensions are legal.
+// A stack of layers (stack.hpp) adds hidden widths: K → hidden[0] → … → N, with `act` between
+// layers; no hidden widths is the single layer.
 struct problem {
   std::int64_t M = 0, N = 0, K = 0;
   dtype type = dtype::f64;
   weight_layout layout = weight_layout::out_in;
-  // Throws invalid_problem on a negative dimension.
+  std::vector<std::int64_t> hidden{};
+  activation act = activation::identity;
+  // Throws invalid_problem on a negative dimension, or an activation without hidden widths.
   void validate() const;
+  [[nodiscard]] std::size_t layers() const { return hidden.size() + 1; }
+  // d_0 = K, the hidden widths, d_L = N.
+  [[nodiscard]] std::vector<std::int64_t> widths() const;
   [[nodiscard]] std::int64_t w_rows() const { return layout == weight_layout::out_in ? N : K; }
   [[nodiscard]] std::int64_t w_cols() const { return layout == weight_layout::out_in ? K : N; }
 };

@@ -1,0 +1,71 @@
+#pragma once
+// A stack of L linear layers — the single-device reference and the per-element bound that a
+// parallel computation of it is judged by. Widths d_0 = K → d_1 … → d_L = N; W_l is d_l×d_{l−1}
+// (out_in) or d_{l−1}×d_l (in_out), row-major; f between layers, none after the last:
+//   H_l = A_{l−1}·W_lᵀ (A_0 = X),  A_l = f(H_l) for l < L,  Y = H_L.
+// Backward from dY: dH_L = dY;  dA_{l−1} = dH_l·W_l;  dH_{l−1} = dA_{l−1} ⊙ f'(H_{l−1});
+//   dW_l = dH_lᵀ·A_{l−1};  dX = dA_0.
+// f is identity or ReLU: relu(h) = h > 0 ? h : 0, and relu'(h) = h > 0 (NaN stays NaN in both),
+// the convention every strategy must share. L = 1 is exactly the linear layer of gemm.hpp.
+// The bound is derived in bound.hpp.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "shardcheck/reference/types.hpp"
+
+namespace shardcheck::ref {
+
+struct stack_shape {
+  weight_layout layout = weight_layout::out_in;
+  std::vector<std::int64_t> widths;  // d_0 … d_L, L ≥ 1
+  activation act = activation::identity;
+  [[nodiscard]] std::size_t layers() const { return widths.size() - 1; }
+  [[nodiscard]] std::size_t width(std::size_t l) const { return static_cast<std::size_t>(widths[l]); }
+  // Elements of W_l (l = 1 … L).
+  [[nodiscard]] std::size_t weight_size(std::size_t l) const { return width(l) * width(l - 1); }
+};
+
+// The longest chain of additions behind one element of each product of one computation, per
+// layer l = 1 … L (index l − 1): h[l] of H_l, da[l] of dA_{l−1} (da[0] is dX), dw[l] of dW_l.
+// The reference's are the contraction lengths: d_{l−1}, d_l and the rows.
+struct stack_chains {
+  std::vector<std::int64_t> h, da, dw;
+};
+[[nodiscard]] stack_chains reference_chains(const stack_shape& s, std::int64_t rows);
+
+// Exact mode (values multiples of 1/8 in [−1, 1]) keeps every sum of the stack exact when the
+// largest magnitude of any partial sum, in units of its grid 2^{−3(L+1)}, fits the significand;
+// `rows` contracts in dW. Returns an empty string if so, else why not.
+[[nodiscard]] std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t);
+
+// The reference values and, per element, the bound on |parallel − reference| for a parallel
+// computation with chains `par`, on `rows` rows of X and dY (all of them for the dW to mean dW).
+template <class T>
+struct stack_expectation {
+  std::vector<T> y, dx;                        // rows×d_L, rows×d_0
+  std::vector<std::vector<T>> dw;              // per layer, laid out like W_l
+  std::vector<double> y_bound, dx_bound;       // per element
+  std::vector<std::vector<double>> dw_bound;
+};
+
+// ws[l − 1] is W_l. dy may be null: then only Y and its bound are computed.
+template <class T>
+[[nodiscard]] stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const T* x,
+                                                std::span<const T* const> ws, const T* dy,
+                                                const stack_chains& par, dtype t);
+
+// The forward pass alone, for strategies and tests: Y (rows×d_L) and, if `hidden` is not null,
+// the pre-activations H_1 … H_{L−1}.
+template <class T>
+void stack_forward(const stack_shape& s, std::size_t rows, const T* x,
+                   std::span<const T* const> ws, T* y, std::vector<std::vector<T>>* hidden);
+
+// f and f' applied in place: a = f(h); g = g ⊙ f'(h).
+template <class T>
+void activate(activation a, std::span<T> h);
+template <class T>
+void activate_backward(activation a, std::span<const T> h, std::span<T> g);
+
+}  // namespace shardcheck::ref

@@ -1,0 +1,237 @@
+#include "shardcheck/reference/stack.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "shardcheck/reference/bound.hpp"
+#include "shardcheck/reference/gemm.hpp"
+
+namespace shardcheck::ref {
+
+stack_chains reference_chains(const stack_shape& s, std::int64_t rows) {
+  stack_chains c;
+  for (std::size_t l = 1; l <= s.layers(); ++l) {
+    c.h.push_back(s.widths[l - 1]);
+    c.da.push_back(s.widths[l]);
+    c.dw.push_back(rows);
+  }
+  return c;
+}
+
+std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t) {
+  const double limit = std::ldexp(1.0, t == dtype::f32 ? 24 : 53);
+  const std::size_t L = s.layers();
+  auto product = [&](std::size_t from, std::size_t to) {  // Π d_j, from ≤ j ≤ to
+    double p = 1;
+    for (std::size_t j = from; j <= to && j <= L; ++j) p *= static_cast<double>(s.widths[j]);
+    return p;
+  };
+  auto check = [&](const char* what, std::size_t l, double magnitude, int grid) -> std::string {
+    if (magnitude * std::ldexp(1.0, grid) <= limit) return {};
+    return std::string(what) + std::to_string(l) + " would need " +
+           std::to_string(std::log2(magnitude) + grid) + " significant bits";
+  };
+  for (std::size_t l = 1; l <= L; ++l) {
+    for (std::string bad : {check("H", l, product(0, l - 1), 3 * static_cast<int>(l + 1)),
+                            check("dA", l - 1, product(l, L), 3 * static_cast<int>(L - l + 2)),
+                            check("dW", l,
+                                  static_cast<double>(rows) * product(l + 1, L) *
+                                      (l >= 2 ? product(0, l - 2) : 1.0),
+                                  3 * static_cast<int>(L + 1))})
+      if (!bad.empty()) return bad;
+  }
+  return {};
+}
+
+template <class T>
+void activate(activation a, std::span<T> h) {
+  if (a == activation::identity) return;
+  for (T& v : h) v = v > T(0) || std::isnan(v) ? v : T(0);
+}
+
+template <class T>
+void activate_backward(activation a, std::span<const T> h, std::span<T> g) {
+  if (a == activation::identity) return;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    g[i] = h[i] > T(0) ? g[i] : std::isnan(h[i]) ? h[i] : T(0);
+}
+
+template <class T>
+void stack_forward(const stack_shape& s, std::size_t rows, const T* x,
+                   std::span<const T* const> ws, T* y, std::vector<std::vector<T>>* hidden) {
+  std::vector<T> a(x, x + rows * s.width(0)), h;
+  for (std::size_t l = 1; l <= s.layers(); ++l) {
+    const bool last = l == s.layers();
+    h.assign(rows * s.width(l), T(0));
+    linear_forward<T>(s.layout, rows, s.width(l), s.width(l - 1), a.data(), ws[l - 1],
+                      last ? y : h.data());
+    if (last) break;
+    if (hidden != nullptr) hidden->push_back(h);
+    activate<T>(s.act, h);
+    a.swap(h);
+  }
+}
+
+namespace {
+
+// A computed quantity of both computations, per element: |par − ref| ≤ delta and
+// |value_c| ≤ scale_c·mag (c = par, ref), all in double.
+struct tracked {
+  std::vector<double> delta, mag;
+  double scale_par = 1, scale_ref = 1;
+};
+
+std::vector<double> axpy(double a, const std::vector<double>& x, std::vector<double> y) {
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] += a * x[i];
+  return y;
+}
+
+template <class T>
+std::vector<double> absolute(const T* p, std::size_t n) {
+  std::vector<double> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = std::fabs(static_cast<double>(p[i]));
+  return out;
+}
+
+// in through a product with a shared (exact) weight: apply(a, z) writes the product of a with
+// |W| into z (n elements); gp, gr are the two computations' γ for it.
+template <class Apply>
+tracked through_weight(const tracked& in, std::size_t n, double gp, double gr, Apply apply) {
+  tracked out{std::vector<double>(n), std::vector<double>(n), in.scale_par * (1 + gp),
+              in.scale_ref * (1 + gr)};
+  apply(in.mag.data(), out.mag.data());
+  apply(in.delta.data(), out.delta.data());
+  out.delta = axpy(gp * in.scale_par + gr * in.scale_ref, out.mag, std::move(out.delta));
+  return out;
+}
+
+// Where the reference's pre-activation h is within delta of zero the two computations may take
+// different branches of f: returns, per element, 0 certainly inactive, 1 certainly active,
+// 2 uncertain.
+int branch(activation a, double h, double delta) {
+  if (a == activation::identity) return 1;
+  if (delta > 0 && std::fabs(h) <= delta) return 2;
+  return h > 0 ? 1 : std::isnan(h) ? 1 : 0;
+}
+
+}  // namespace
+
+template <class T>
+stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const T* x,
+                                  std::span<const T* const> ws, const T* dy,
+                                  const stack_chains& par, dtype t) {
+  const std::size_t L = s.layers();
+  const stack_chains ref = reference_chains(s, static_cast<std::int64_t>(rows));
+  // Every double product and update below rounds; together they stay within γ_kmag (double) of
+  // the exact nonnegative values, so each bound is divided by (1 − γ_kmag).
+  std::int64_t kmag = 8 * static_cast<std::int64_t>(L);
+  for (std::size_t l = 1; l <= L; ++l)
+    kmag += s.widths[l - 1] + s.widths[l] + static_cast<std::int64_t>(rows);
+  const double inflate = 1.0 / (1.0 - gamma(kmag, dtype::f64));
+  auto finish = [&](std::vector<double> d) {
+    for (double& v : d) v *= inflate;
+    return d;
+  };
+  std::vector<std::vector<double>> abs_w;
+  for (std::size_t l = 1; l <= L; ++l) abs_w.push_back(absolute(ws[l - 1], s.weight_size(l)));
+
+  stack_expectation<T> e;
+  // Forward: A_{l−1} as values and as tracked bounds, kept for dW.
+  std::vector<std::vector<T>> a_val{std::vector<T>(x, x + rows * s.width(0))}, h_val;
+  std::vector<tracked> a_trk{{std::vector<double>(rows * s.width(0), 0.0),
+                              absolute(x, rows * s.width(0)), 1, 1}};
+  std::vector<std::vector<double>> h_delta;
+  for (std::size_t l = 1; l <= L; ++l) {
+    const auto dl = s.width(l), dp = s.width(l - 1);
+    const tracked& in = a_trk.back();
+    std::vector<T> h(rows * dl);
+    linear_forward<T>(s.layout, rows, dl, dp, a_val.back().data(), ws[l - 1], h.data());
+    tracked out = through_weight(in, rows * dl, gamma(par.h[l - 1], t), gamma(ref.h[l - 1], t),
+                                 [&](const double* a, double* z) {
+                                   linear_forward<double>(s.layout, rows, dl, dp, a,
+                                                          abs_w[l - 1].data(), z);
+                                 });
+    if (l == L) {
+      e.y = std::move(h);
+      e.y_bound = finish(std::move(out.delta));
+      break;
+    }
+    // f is 1-Lipschitz with |f(h)| ≤ |h|: delta and mag carry over, except where both
+    // computations certainly give 0.
+    std::vector<double> hd = finish(out.delta);
+    for (std::size_t i = 0; i < h.size(); ++i)
+      if (branch(s.act, static_cast<double>(h[i]), hd[i]) == 0) out.delta[i] = out.mag[i] = 0;
+    h_val.push_back(h);
+    h_delta.push_back(std::move(hd));
+    activate<T>(s.act, h);
+    a_val.push_back(std::move(h));
+    a_trk.push_back(std::move(out));
+  }
+  if (dy == nullptr) return e;
+
+  // Backward: G = dH_l, tracked from dY (shared input: delta 0).
+  std::vector<T> g(dy, dy + rows * s.width(L));
+  tracked gt{std::vector<double>(g.size(), 0.0), absolute(dy, g.size()), 1, 1};
+  e.dw.resize(L);
+  e.dw_bound.resize(L);
+  for (std::size_t l = L; l >= 1; --l) {
+    const auto dl = s.width(l), dp = s.width(l - 1), wn = s.weight_size(l);
+    const tracked& at = a_trk[l - 1];
+    // dW_l = dH_lᵀ·A_{l−1}: |g_p a_p − g_r a_r| ≤ |g_p − g_r||a_p| + |g_r||a_p − a_r|, plus each
+    // computation's own rounding γ_c·|g_c||a_c|.
+    e.dw[l - 1].assign(wn, T(0));
+    linear_backward_dw<T>(s.layout, rows, dl, dp, g.data(), a_val[l - 1].data(),
+                          e.dw[l - 1].data());
+    std::vector<double> mm(wn), dm(wn), md(wn);
+    linear_backward_dw<double>(s.layout, rows, dl, dp, gt.mag.data(), at.mag.data(), mm.data());
+    linear_backward_dw<double>(s.layout, rows, dl, dp, gt.delta.data(), at.mag.data(), dm.data());
+    linear_backward_dw<double>(s.layout, rows, dl, dp, gt.mag.data(), at.delta.data(), md.data());
+    const double wp = gamma(par.dw[l - 1], t), wr = gamma(ref.dw[l - 1], t);
+    std::vector<double> b = axpy(at.scale_par, dm, std::vector<double>(wn, 0.0));
+    b = axpy(gt.scale_ref, md, std::move(b));
+    b = axpy(wp * gt.scale_par * at.scale_par + wr * gt.scale_ref * at.scale_ref, mm, std::move(b));
+    e.dw_bound[l - 1] = finish(std::move(b));
+
+    // dA_{l−1} = dH_l·W_l (W_l shared: exact).
+    std::vector<T> da(rows * dp);
+    linear_backward_dx<T>(s.layout, rows, dl, dp, g.data(), ws[l - 1], da.data());
+    tracked dt = through_weight(gt, da.size(), gamma(par.da[l - 1], t), gamma(ref.da[l - 1], t),
+                                [&](const double* a, double* z) {
+                                  linear_backward_dx<double>(s.layout, rows, dl, dp, a,
+                                                             abs_w[l - 1].data(), z);
+                                });
+    if (l == 1) {
+      e.dx = std::move(da);
+      e.dx_bound = finish(std::move(dt.delta));
+      break;
+    }
+    // Through f'(H_{l−1}): where the branch is uncertain one computation may pass dA and the
+    // other 0, so they differ by up to the larger |dA_c|.
+    const std::vector<T>& h = h_val[l - 2];
+    const std::vector<double>& hd = h_delta[l - 2];
+    const double big = std::max(dt.scale_par, dt.scale_ref);
+    for (std::size_t i = 0; i < da.size(); ++i) {
+      const int br = branch(s.act, static_cast<double>(h[i]), hd[i]);
+      if (br == 0) dt.delta[i] = dt.mag[i] = 0;
+      if (br == 2) dt.delta[i] = std::max(dt.delta[i], big * dt.mag[i]);
+    }
+    activate_backward<T>(s.act, std::span<const T>(h), std::span<T>(da));
+    g = std::move(da);
+    gt = std::move(dt);
+  }
+  return e;
+}
+
+#define SHARDCHECK_STACK_INSTANTIATE(T)                                                        \
+  template void activate<T>(activation, std::span<T>);                                         \
+  template void activate_backward<T>(activation, std::span<const T>, std::span<T>);            \
+  template void stack_forward<T>(const stack_shape&, std::size_t, const T*,                    \
+                                 std::span<const T* const>, T*, std::vector<std::vector<T>>*); \
+  template stack_expectation<T> stack_expect<T>(const stack_shape&, std::size_t, const T*,     \
+                                                std::span<const T* const>, const T*,           \
+                                                const stack_chains&, dtype);
+SHARDCHECK_STACK_INSTANTIATE(float)
+SHARDCHECK_STACK_INSTANTIATE(double)
+#undef SHARDCHECK_STACK_INSTANTIATE
+
+}  // namespace shardcheck::ref

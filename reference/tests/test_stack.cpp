@@ -1,0 +1,242 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "naive.hpp"
+#include "shardcheck/reference/bound.hpp"
+#include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/stack.hpp"
+
+namespace shardcheck::ref {
+namespace {
+
+template <class T>
+std::vector<T> data(value_mode mode, std::uint64_t seed, std::uint32_t id, std::size_t rows,
+                    std::size_t cols) {
+  std::vector<T> v(rows * cols);
+  fill_block<T>(mode, seed, id, 0, rows, 0, cols, v.data());
+  return v;
+}
+
+template <class T>
+struct stack_data {
+  std::vector<T> x, dy;
+  std::vector<std::vector<T>> w;
+  std::vector<const T*> ws;
+};
+
+template <class T>
+stack_data<T> make(const stack_shape& s, std::size_t rows, value_mode mode, std::uint64_t seed) {
+  stack_data<T> d;
+  d.x = data<T>(mode, seed, 1, rows, s.width(0));
+  d.dy = data<T>(mode, seed, 3, rows, s.width(s.layers()));
+  for (std::size_t l = 1; l <= s.layers(); ++l)
+    d.w.push_back(data<T>(mode, seed, static_cast<std::uint32_t>(100 + l),
+                          s.layout == weight_layout::out_in ? s.width(l) : s.width(l - 1),
+                          s.layout == weight_layout::out_in ? s.width(l - 1) : s.width(l)));
+  for (const auto& w : d.w) d.ws.push_back(w.data());
+  return d;
+}
+
+// A second computation of the stack: naive loops summing in reverse order, so its chains are
+// the reference's but its roundings differ. `act` may differ from s.act (a broken computation).
+template <class T>
+struct naive_result {
+  std::vector<T> y, dx;
+  std::vector<std::vector<T>> dw;
+};
+template <class T>
+naive_result<T> naive_stack(const stack_shape& s, std::size_t rows, const stack_data<T>& d,
+                            activation act) {
+  const std::size_t L = s.layers();
+  auto w_at = [&](std::size_t l, std::size_t o, std::size_t i) -> std::size_t {
+    return s.layout == weight_layout::out_in ? o * s.width(l - 1) + i : i * s.width(l) + o;
+  };
+  std::vector<std::vector<T>> a{d.x}, h;
+  for (std::size_t l = 1; l <= L; ++l) {
+    const auto dl = s.width(l), dp = s.width(l - 1);
+    std::vector<T> out(rows * dl, T(0));
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t o = 0; o < dl; ++o) {
+        T acc = 0;
+        for (std::size_t i = dp; i-- > 0;) acc += a.back()[r * dp + i] * d.w[l - 1][w_at(l, o, i)];
+        out[r * dl + o] = acc;
+      }
+    h.push_back(out);
+    if (l < L) activate<T>(act, std::span<T>(out));
+    a.push_back(out);
+  }
+  naive_result<T> res;
+  res.y = a.back();
+  std::vector<T> g = d.dy;
+  res.dw.resize(L);
+  for (std::size_t l = L; l >= 1; --l) {
+    const auto dl = s.width(l), dp = s.width(l - 1);
+    res.dw[l - 1].assign(dl * dp, T(0));
+    for (std::size_t o = 0; o < dl; ++o)
+      for (std::size_t i = 0; i < dp; ++i) {
+        T acc = 0;
+        for (std::size_t r = rows; r-- > 0;) acc += g[r * dl + o] * a[l - 1][r * dp + i];
+        res.dw[l - 1][w_at(l, o, i)] = acc;
+      }
+    std::vector<T> da(rows * dp, T(0));
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t i = 0; i < dp; ++i) {
+        T acc = 0;
+        for (std::size_t o = dl; o-- > 0;) acc += g[r * dl + o] * d.w[l - 1][w_at(l, o, i)];
+        da[r * dp + i] = acc;
+      }
+    if (l == 1) {
+      res.dx = da;
+      break;
+    }
+    activate_backward<T>(act, std::span<const T>(h[l - 2]), std::span<T>(da));
+    g = da;
+  }
+  return res;
+}
+
+// The first element where |got − want| exceeds the bound (or a NaN disagrees), or −1.
+template <class T>
+std::ptrdiff_t first_outside(const std::vector<T>& got, const std::vector<T>& want,
+                             const std::vector<double>& bound) {
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    if (std::isnan(w) || std::isnan(g)) {
+      if (std::isnan(w) != std::isnan(g)) return static_cast<std::ptrdiff_t>(i);
+      continue;
+    }
+    if (g == w) continue;
+    if (!(std::fabs(g - w) <= bound[i])) return static_cast<std::ptrdiff_t>(i);
+  }
+  return -1;
+}
+
+template <class T>
+int violations(const stack_shape& s, std::size_t rows, const stack_data<T>& d,
+               const naive_result<T>& got) {
+  const auto e = stack_expect<T>(s, rows, d.x.data(), d.ws, d.dy.data(),
+                                 reference_chains(s, static_cast<std::int64_t>(rows)),
+                                 dtype_of<T>());
+  int bad = first_outside(got.y, e.y, e.y_bound) >= 0;
+  bad += first_outside(got.dx, e.dx, e.dx_bound) >= 0;
+  for (std::size_t l = 0; l < s.layers(); ++l)
+    bad += first_outside(got.dw[l], e.dw[l], e.dw_bound[l]) >= 0;
+  return bad;
+}
+
+const std::vector<std::vector<std::int64_t>> widths = {
+    {6, 4}, {5, 7, 3}, {13, 1, 9, 4}, {17, 0, 3}, {31, 29, 37}, {3, 64, 2}, {20, 20, 20, 20}};
+
+TEST(stack, OneLayerIsTheLinearLayerWithItsBound) {
+  const stack_shape s{weight_layout::in_out, {7, 5}, activation::relu};
+  const auto d = make<float>(s, 9, value_mode::uniform, 3);
+  const auto e = stack_expect<float>(s, 9, d.x.data(), d.ws, d.dy.data(), reference_chains(s, 9),
+                                     dtype::f32);
+  std::vector<float> y(9 * 5);
+  std::vector<double> mag(9 * 5);
+  linear_forward<float>(s.layout, 9, 5, 7, d.x.data(), d.w[0].data(), y.data());
+  magnitude_forward<float>(s.layout, 9, 5, 7, d.x.data(), d.w[0].data(), mag.data());
+  EXPECT_EQ(e.y, y);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const double closed = (2 * gamma(7, dtype::f32)) * mag[i];
+    EXPECT_GE(e.y_bound[i], closed);
+    EXPECT_LE(e.y_bound[i], closed * (1 + 1e-12));
+  }
+}
+
+TEST(stack, TwoLayerForwardBoundIsTheClosedForm) {
+  const stack_shape s{weight_layout::out_in, {5, 7, 3}, activation::identity};
+  const auto d = make<float>(s, 4, value_mode::uniform, 1);
+  stack_chains par = reference_chains(s, 4);
+  par.h = {2, 9};
+  const auto e = stack_expect<float>(s, 4, d.x.data(), d.ws, nullptr, par, dtype::f32);
+  // Mag = |X|·|W1|ᵀ·|W2|ᵀ
+  std::vector<double> ax(d.x.size()), aw1(d.w[0].size()), aw2(d.w[1].size()), m1(4 * 7), m2(4 * 3);
+  for (std::size_t i = 0; i < ax.size(); ++i) ax[i] = std::fabs(d.x[i]);
+  for (std::size_t i = 0; i < aw1.size(); ++i) aw1[i] = std::fabs(d.w[0][i]);
+  for (std::size_t i = 0; i < aw2.size(); ++i) aw2[i] = std::fabs(d.w[1][i]);
+  linear_forward<double>(s.layout, 4, 7, 5, ax.data(), aw1.data(), m1.data());
+  linear_forward<double>(s.layout, 4, 3, 7, m1.data(), aw2.data(), m2.data());
+  const double g = [] {
+    const double gp = (1 + gamma(2, dtype::f32)) * (1 + gamma(9, dtype::f32)) - 1;
+    const double gr = (1 + gamma(5, dtype::f32)) * (1 + gamma(7, dtype::f32)) - 1;
+    return gp + gr;
+  }();
+  for (std::size_t i = 0; i < m2.size(); ++i) {
+    EXPECT_GE(e.y_bound[i], g * m2[i] * (1 - 1e-12));
+    EXPECT_LE(e.y_bound[i], g * m2[i] * (1 + 1e-12));
+  }
+}
+
+TEST(stack, ADifferentOrderStaysWithinTheBound) {
+  for (const auto& wd : widths)
+    for (activation act : {activation::identity, activation::relu})
+      for (weight_layout layout : test::layouts)
+        for (value_mode mode : {value_mode::uniform, value_mode::wide, value_mode::cancel})
+          for (std::uint64_t seed : {1u, 2u, 3u}) {
+            const stack_shape s{layout, wd, act};
+            const auto d = make<float>(s, 11, mode, seed);
+            EXPECT_EQ(violations(s, 11, d, naive_stack(s, 11, d, act)), 0)
+                << "layers " << s.layers() << " act " << to_string(act) << " mode "
+                << to_string(mode) << " seed " << seed;
+          }
+}
+
+template <class T>
+int exact_cases_bitwise() {
+  int ran = 0;
+  for (const auto& wd : widths)
+    for (activation act : {activation::identity, activation::relu}) {
+      const stack_shape s{weight_layout::out_in, wd, act};
+      if (!exact_stack_problem(s, 11, dtype_of<T>()).empty()) continue;
+      ++ran;
+      const auto d = make<T>(s, 11, value_mode::exact, 5);
+      const auto got = naive_stack(s, 11, d, act);
+      const auto e = stack_expect<T>(s, 11, d.x.data(), d.ws, d.dy.data(),
+                                     reference_chains(s, 11), dtype_of<T>());
+      EXPECT_EQ(got.y, e.y);
+      EXPECT_EQ(got.dx, e.dx);
+      EXPECT_EQ(got.dw, e.dw);
+    }
+  return ran;
+}
+
+TEST(stack, ExactModeIsBitwise) {
+  EXPECT_EQ(exact_cases_bitwise<double>(), static_cast<int>(2 * widths.size()));
+  EXPECT_GE(exact_cases_bitwise<float>(), 10);
+}
+
+TEST(stack, ExactModeRefusesSumsThatCouldRound) {
+  const stack_shape s{weight_layout::out_in, {200, 200, 3}, activation::relu};
+  EXPECT_NE(exact_stack_problem(s, 10, dtype::f32), "");
+  EXPECT_EQ(exact_stack_problem(s, 10, dtype::f64), "");
+  // One layer: K·2⁶ ≤ 2²⁴, as for the linear layer.
+  EXPECT_EQ(exact_stack_problem({weight_layout::out_in, {1 << 18, 1}, activation::identity}, 1,
+                                dtype::f32),
+            "");
+  EXPECT_NE(exact_stack_problem({weight_layout::out_in, {(1 << 18) + 1, 1}, activation::identity},
+                                1, dtype::f32),
+            "");
+}
+
+// The bound can fail: a computation that forgets the ReLU is caught.
+TEST(stack, AMissingActivationIsOutsideTheBound) {
+  const stack_shape s{weight_layout::out_in, {5, 7, 3}, activation::relu};
+  const auto d = make<double>(s, 6, value_mode::uniform, 2);
+  EXPECT_GT(violations(s, 6, d, naive_stack(s, 6, d, activation::identity)), 0);
+}
+
+// Near-zero pre-activations make the ReLU branch uncertain (cancel mode puts many H near 0); the
+// bound must still hold for a computation that rounds differently.
+TEST(stack, ReluOnCancellingDataStaysWithinTheBound) {
+  const stack_shape s{weight_layout::in_out, {40, 30, 20, 10}, activation::relu};
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    const auto d = make<float>(s, 16, value_mode::cancel, seed);
+    EXPECT_EQ(violations(s, 16, d, naive_stack(s, 16, d, activation::relu)), 0) << seed;
+  }
+}
+
+}  // namespace
+}  // namespace shardcheck::ref
