@@ -3,6 +3,7 @@
 #include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
 #include "strategies/row_parallel.hpp"
+#include "strategies/sharded_weights.hpp"
 
 namespace shardcheck::par {
 
@@ -22,6 +23,7 @@ registry builtin_strategies() {
   r.add(std::make_unique<data_parallel>());
   r.add(std::make_unique<column_parallel>());
   r.add(std::make_unique<row_parallel>());
+  r.add(std::make_unique<sharded_weights>());
   return r;
 }
 
