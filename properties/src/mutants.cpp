@@ -3,6 +3,7 @@
 #include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
 #include "strategies/row_parallel.hpp"
+#include "strategies/sharded_weights.hpp"
 
 namespace shardcheck::prop {
 
@@ -47,6 +48,7 @@ struct other_mutant {
 };
 using rp = par::row_parallel;
 using cp = par::column_parallel;
+using sw = par::sharded_weights;
 constexpr other_mutant<rp> rp_mutants[] = {
     {"mutant.rp_no_all_reduce", rp::defect::no_reduction,
      "row parallel: the partial sums of Y are never reduced across ranks", property::forward},
@@ -55,6 +57,18 @@ constexpr other_mutant<cp> cp_mutants[] = {
     {"mutant.cp_reversed_order", cp::defect::reversed_order,
      "column parallel: Y column blocks concatenated in reverse rank order", property::forward},
 };
+constexpr other_mutant<sw> sw_mutants[] = {
+    {"mutant.sw_ignores_bucket", sw::defect::ignores_bucket,
+     "sharded weights: forward ignores the bucket size and gathers all of W at once",
+     property::memory},
+    {"mutant.sw_reuses_buffer", sw::defect::reuses_buffer,
+     "sharded weights: bucket i+1 is gathered into bucket i's buffer before its GEMM ran",
+     property::forward},
+    {"mutant.sw_padded_buckets", sw::defect::padded_buckets,
+     "sharded weights: buffers padded to a full bucket (within its bound, but a smaller bucket "
+     "size raises the peak)",
+     property::memory},
+};
 }  // namespace
 
 par::registry mutant_strategies() {
@@ -62,6 +76,7 @@ par::registry mutant_strategies() {
   for (const auto& m : dp_mutants) r.add(std::make_unique<dp>(m.defect, m.name));
   for (const auto& m : rp_mutants) r.add(std::make_unique<rp>(m.defect, m.name));
   for (const auto& m : cp_mutants) r.add(std::make_unique<cp>(m.defect, m.name));
+  for (const auto& m : sw_mutants) r.add(std::make_unique<sw>(m.defect, m.name));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
   // watchdog test uses it alone.
   r.add(std::make_unique<dp>(dp::defect::rank0_waits_forever, "mutant.dp_hang"));
@@ -73,6 +88,7 @@ std::vector<mutant_info> mutant_catalogue() {
   for (const auto& m : dp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : rp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : cp_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : sw_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }
 

@@ -59,7 +59,9 @@ cost_estimate sharded_weights::cost(const run_case& c, std::span<const int> coor
     if (overlap && i + 1 < plan.count) e.backward.push_back(all_gather_entry(window(i + 1), r, es));
     e.backward.push_back(reduce_scatter_entry(window(i), r, es));
   }
-  const std::int64_t buckets = (overlap ? plan.pair_rows() : plan.per_bucket) * plan.cols * s;
+  std::int64_t buckets = (overlap ? plan.pair_rows() : plan.per_bucket) * plan.cols * s;
+  if (defect_ == defect::padded_buckets && overlap && plan.count > 1)
+    buckets = 2 * plan.per_bucket * plan.cols * s;
   e.peak_forward = mine * c.prob.N * s + buckets;
   e.peak_backward = mine * c.prob.K * s + wrows.size(r) * plan.cols * s + buckets;
   e.chains = {c.prob.K, c.prob.N, c.part("M").max_size() + reduction_depth(c.p)};
@@ -74,9 +76,9 @@ template <class T>
 class bucket_stream {
  public:
   bucket_stream(comm& world, const matrix<T>& w, const partition& rows, const bucket_plan& plan,
-                bool overlap, bool into_current)
+                bool overlap, bool into_current, bool padded = false)
       : world_(world), w_(w), rows_(rows), plan_(plan), overlap_(overlap),
-        into_current_(into_current) {}
+        into_current_(into_current), padded_(padded) {}
   ~bucket_stream() {
     try {
       world_.wait_all_gather();  // never free a buffer MPI may still write
@@ -103,7 +105,8 @@ class bucket_stream {
     const auto n = static_cast<std::size_t>((hi - lo) * plan_.cols);
     // The mutant's defect: the next bucket lands in the buffer still being multiplied.
     const bool reuse = into_current_ && i > 0;
-    if (!reuse) next_ = mem::tracked_vector<T>(n);
+    const auto full = static_cast<std::size_t>(plan_.per_bucket * plan_.cols);
+    if (!reuse) next_ = mem::tracked_vector<T>(padded_ ? full : n);
     T* buf = reuse ? current_.data() : next_.data();
     const int r = world_.rank();
     const std::int64_t a = std::max(lo, rows_.offset(r));
@@ -120,7 +123,7 @@ class bucket_stream {
   const matrix<T>& w_;
   const partition& rows_;
   bucket_plan plan_;
-  bool overlap_, into_current_;
+  bool overlap_, into_current_, padded_;
   mem::tracked_vector<T> current_, next_;
 };
 
@@ -154,7 +157,7 @@ void sharded_weights::forward_t(context& ctx, const run_case& c, const matrix<T>
   const bool out_in = c.prob.layout == weight_layout::out_in;
   y = matrix<T>(m, n);
   bucket_stream<T> stream(world, w, c.part(weight_row_key(c)), plan, c.param("overlap") != 0,
-                          defect_ == defect::reuses_buffer);
+                          defect_ == defect::reuses_buffer, defect_ == defect::padded_buckets);
   for (std::int64_t i = 0; i < plan.count; ++i) {
     const T* wb = stream.acquire(i);
     const auto lo = static_cast<std::size_t>(plan.lo(i));

@@ -66,7 +66,9 @@ struct bucket_plan {
 class sharded_weights : public strategy_base<sharded_weights> {
  public:
   // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-  enum class defect { none, ignores_bucket, reuses_buffer };
+  // padded_buckets: every bucket buffer is b rows (the short last one too) and the cost model
+  // says so honestly; its peak then rises from R to 2b rows when B drops just below W's size.
+  enum class defect { none, ignores_bucket, reuses_buffer, padded_buckets };
 
   explicit sharded_weights(defect d = defect::none, std::string name = "sharded_weights")
       : defect_(d), name_(std::move(name)) {}
