@@ -72,6 +72,7 @@ comm& comm::operator=(comm&& o) noexcept {
   pending_ = std::exchange(o.pending_, MPI_REQUEST_NULL);
   counts_nb_ = std::move(o.counts_nb_);
   displs_nb_ = std::move(o.displs_nb_);
+  waited_ = o.waited_;
   return *this;
 }
 
@@ -218,7 +219,9 @@ bool comm::test_all_gather() {
 
 void comm::wait_all_gather() {
   if (pending_ == MPI_REQUEST_NULL) return;
+  const double t0 = MPI_Wtime();
   check_mpi(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait");
+  waited_ += MPI_Wtime() - t0;
 }
 
 std::span<const std::int64_t> comm::window_counts(const partition& parts, std::int64_t lo,

@@ -114,6 +114,9 @@ class comm {
   void start_all_gather(std::span<T> buffer, std::span<const std::int64_t> counts);
   bool test_all_gather();
   void wait_all_gather();
+  // Seconds spent inside wait_all_gather() since this comm was made: the exposed part of the
+  // non-blocking gathers (benchmarks read it).
+  [[nodiscard]] double waited_seconds() const { return waited_; }
   // counts[r] = |[lo, hi) ∩ part r|·scale: each rank's share of a window of a partitioned
   // dimension. In the communicator's scratch (no allocation), valid until the next call.
   [[nodiscard]] std::span<const std::int64_t> window_counts(const partition& parts,
@@ -141,6 +144,7 @@ class comm {
   // The pending non-blocking all-gather and its counts (MPI reads them until it completes).
   MPI_Request pending_ = MPI_REQUEST_NULL;
   std::vector<int> counts_nb_, displs_nb_;
+  double waited_ = 0;
 };
 
 // A Cartesian mesh over a communicator: one sub-communicator per axis.
