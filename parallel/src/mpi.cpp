@@ -1,5 +1,6 @@
 #include "shardcheck/parallel/mpi.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -40,6 +41,8 @@ comm::comm(MPI_Comm c, bool owned) : c_(c), owned_(owned) {
   counts_b_.resize(p);
   displs_b_.resize(p);
   counts64_.resize(p);
+  counts_nb_.resize(p);
+  displs_nb_.resize(p);
 }
 
 comm comm::world() { return comm(MPI_COMM_WORLD, false); }
@@ -66,6 +69,10 @@ comm& comm::operator=(comm&& o) noexcept {
   counts_b_ = std::move(o.counts_b_);
   displs_b_ = std::move(o.displs_b_);
   counts64_ = std::move(o.counts64_);
+  pending_ = std::exchange(o.pending_, MPI_REQUEST_NULL);
+  counts_nb_ = std::move(o.counts_nb_);
+  displs_nb_ = std::move(o.displs_nb_);
+  waited_ = o.waited_;
   return *this;
 }
 
@@ -187,8 +194,52 @@ void comm::barrier() {
   record(e);
 }
 
+template <class T>
+void comm::start_all_gather(std::span<T> buffer, std::span<const std::int64_t> counts) {
+  if (pending_ != MPI_REQUEST_NULL)
+    throw invalid_problem("start_all_gather: a non-blocking all-gather is already pending");
+  to_counts(counts, counts_nb_, displs_nb_);
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  if (static_cast<std::int64_t>(buffer.size()) != total)
+    throw invalid_problem("start_all_gather: buffer of " + std::to_string(buffer.size()) +
+                          " elements for counts totalling " + std::to_string(total));
+  fingerprint(collective::all_gather, sizeof(T), total, -1);
+  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), counts_nb_.data(),
+                            displs_nb_.data(), mpi_type<T>(), c_, &pending_),
+            "MPI_Iallgatherv");
+  record(all_gather_entry(counts, rank_, sizeof(T)));
+}
+
+bool comm::test_all_gather() {
+  if (pending_ == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  check_mpi(MPI_Test(&pending_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  return done != 0;
+}
+
+void comm::wait_all_gather() {
+  if (pending_ == MPI_REQUEST_NULL) return;
+  const double t0 = MPI_Wtime();
+  check_mpi(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait");
+  waited_ += MPI_Wtime() - t0;
+}
+
+std::span<const std::int64_t> comm::window_counts(const partition& parts, std::int64_t lo,
+                                                  std::int64_t hi, std::int64_t scale) {
+  if (parts.parts() != size_)
+    throw invalid_problem("collective: a partition of " + std::to_string(parts.parts()) +
+                          " parts for " + std::to_string(size_) + " ranks");
+  for (int r = 0; r < size_; ++r) {
+    const std::int64_t a = std::max(lo, parts.offset(r));
+    const std::int64_t b = std::min(hi, parts.offset(r) + parts.size(r));
+    counts64_[static_cast<std::size_t>(r)] = std::max<std::int64_t>(b - a, 0) * scale;
+  }
+  return counts64_;
+}
+
 #define SHARDCHECK_COMM_INSTANTIATE(T)                                                        \
   template void comm::all_gather<T>(std::span<T>, std::span<const std::int64_t>);             \
+  template void comm::start_all_gather<T>(std::span<T>, std::span<const std::int64_t>); \
   template void comm::all_reduce_sum<T>(std::span<T>);                                        \
   template void comm::reduce_scatter_sum<T>(std::span<const T>, std::span<T>,                 \
                                             std::span<const std::int64_t>);                   \

@@ -4,6 +4,7 @@
 #include "strategies/data_parallel.hpp"
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
+#include "strategies/sharded_weights.hpp"
 
 namespace shardcheck::par {
 
@@ -24,6 +25,7 @@ registry builtin_strategies() {
   r.add(std::make_unique<column_parallel>());
   r.add(std::make_unique<row_parallel>());
   r.add(std::make_unique<redistribute_layer>());
+  r.add(std::make_unique<sharded_weights>());
   return r;
 }
 

@@ -29,6 +29,21 @@ rc::Gen<par::partition> partition_of(std::int64_t n, int parts) {
   });
 }
 
+rc::Gen<std::int64_t> parameter(const par::param_spec& ps) {
+  if (ps.max - ps.min <= 64) return rc::gen::inRange(ps.min, ps.max + 1);
+  // A wide range (a size in bytes): its ends and default, small values, and every scale evenly
+  // (a uniform draw would almost always land in the top binade).
+  const auto min = ps.min, max = ps.max;
+  return rc::gen::weightedOneOf<std::int64_t>(
+      {{1, rc::gen::element(min, max, ps.fallback)},
+       {2, rc::gen::inRange<std::int64_t>(min, min + 65)},
+       {4, rc::gen::exec([min, max] {
+          const int bits = 64 - __builtin_clzll(static_cast<unsigned long long>(max - min));
+          const int e = *rc::gen::inRange(0, bits);
+          return *rc::gen::inRange<std::int64_t>(min, std::min(max, min + (std::int64_t{1} << e)) + 1);
+        })}});
+}
+
 rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p) {
   // At full size from the first case: worker counts and shapes are drawn evenly over their whole
   // ranges (RapidCheck would otherwise start every run with tiny ranges); edge cases come from
@@ -46,7 +61,7 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p) {
                                value_mode::cancel, value_mode::nonfinite);
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
     for (const par::param_spec& ps : s.params())
-      c.params[ps.name] = *rc::gen::inRange(ps.min, ps.max + 1);
+      c.params[ps.name] = *parameter(ps);
     for (const par::split& sp : par::splits_of(s, c))
       c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
     par::complete_and_validate(s, c);

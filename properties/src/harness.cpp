@@ -208,10 +208,24 @@ struct run_result {
   }
 };
 
+// The inputs this rank holds: its blocks of X, W and dY.
+struct inputs {
+  any_matrix x, w, dy;
+};
+inputs inputs_of(const par::strategy& s, const par::run_case& c, std::span<const int> coords) {
+  return {generate_block(c, tensor::x, par::block_of(s, c, tensor::x, coords)),
+          generate_block(c, tensor::w, par::block_of(s, c, tensor::w, coords)),
+          generate_block(c, tensor::dy, par::block_of(s, c, tensor::dy, coords))};
+}
+
+// Runs forward and backward once, measuring each phase's peak. The ledger is sized for what the
+// cost model predicts before the measured scopes open, so recording allocates nothing in them.
 run_result run_once(const par::strategy& s, const par::run_case& c, par::mesh& grid,
-                    const any_matrix& x, const any_matrix& w, const any_matrix& dy) {
+                    const inputs& in, const par::cost_estimate& cost) {
+  const any_matrix &x = in.x, &w = in.w, &dy = in.dy;
   run_result r;
   par::ledger log;
+  log.reserve(cost.forward.size() + cost.backward.size());
   grid.attach(&log, true);
   par::context ctx{grid, log};
   log.set_phase(par::phase::forward);
@@ -302,11 +316,9 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
     par::mesh grid(case_comm, s.mesh_dims(c));
     const std::vector<int> coords = grid.coords();
     const par::cost_estimate cost = s.cost(c, coords);
-    const any_matrix x = generate_block(c, tensor::x, par::block_of(s, c, tensor::x, coords));
-    const any_matrix w = generate_block(c, tensor::w, par::block_of(s, c, tensor::w, coords));
-    const any_matrix dy = generate_block(c, tensor::dy, par::block_of(s, c, tensor::dy, coords));
+    const inputs in = inputs_of(s, c, coords);
 
-    const run_result first = run_once(s, c, grid, x, w, dy);
+    const run_result first = run_once(s, c, grid, in, cost);
     for (tensor t : outputs) {
       const property p = t == tensor::y ? property::forward : property::backward;
       if (!on(p)) continue;
@@ -339,9 +351,32 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
                                      std::to_string(peak) + " bytes; the cost model's bound is " +
                                      std::to_string(bound) + " bytes");
       }
+      // A memory-monotone parameter (e.g. a bucket size): the same case with a smaller value,
+      // drawn from the case's seed so that a replay repeats it, must not peak higher.
+      for (const par::param_spec& ps : s.params()) {
+        const std::int64_t value = c.param(ps.name);
+        if (!ps.memory_monotone || value <= ps.min) continue;
+        par::run_case smaller = c;
+        smaller.params[ps.name] =
+            ps.min + static_cast<std::int64_t>(c.seed % static_cast<std::uint64_t>(value - ps.min));
+        par::complete_and_validate(s, smaller);
+        const run_result other = run_once(s, smaller, grid, inputs_of(s, smaller, coords),
+                                          s.cost(smaller, coords));
+        const std::int64_t peaks[2][2] = {{first.peak_forward, other.peak_forward},
+                                          {first.peak_backward, other.peak_backward}};
+        for (std::size_t i = 0; i < 2; ++i)
+          if (peaks[i][1] > peaks[i][0])
+            fail(property::memory,
+                 std::string(i == 0 ? "forward" : "backward") + " on rank " +
+                     std::to_string(rank) + " peaks at " + std::to_string(peaks[i][1]) +
+                     " bytes with " + ps.name + "=" + std::to_string(smaller.param(ps.name)) +
+                     ", above its " + std::to_string(peaks[i][0]) + " bytes with " + ps.name +
+                     "=" + std::to_string(value) + " (a smaller " + ps.name +
+                     " must never raise the peak)");
+      }
     }
     if (on(property::determinism)) {
-      const run_result second = run_once(s, c, grid, x, w, dy);
+      const run_result second = run_once(s, c, grid, in, cost);
       for (tensor t : outputs) {
         const std::int64_t at = first_difference(first.out(t), second.out(t));
         if (at < 0) continue;

@@ -4,6 +4,7 @@
 #include "strategies/data_parallel.hpp"
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
+#include "strategies/sharded_weights.hpp"
 
 namespace shardcheck::prop {
 
@@ -48,6 +49,7 @@ struct other_mutant {
 };
 using rp = par::row_parallel;
 using cp = par::column_parallel;
+using sw = par::sharded_weights;
 constexpr other_mutant<rp> rp_mutants[] = {
     {"mutant.rp_no_all_reduce", rp::defect::no_reduction,
      "row parallel: the partial sums of Y are never reduced across ranks", property::forward},
@@ -62,6 +64,18 @@ constexpr other_mutant<rd> rd_mutants[] = {
      "redistribute: S(1) → S(0) re-lays each received block with its rows reversed",
      property::forward},
 };
+constexpr other_mutant<sw> sw_mutants[] = {
+    {"mutant.sw_ignores_bucket", sw::defect::ignores_bucket,
+     "sharded weights: forward ignores the bucket size and gathers all of W at once",
+     property::memory},
+    {"mutant.sw_reuses_buffer", sw::defect::reuses_buffer,
+     "sharded weights: bucket i+1 is gathered into bucket i's buffer before its GEMM ran",
+     property::forward},
+    {"mutant.sw_padded_buckets", sw::defect::padded_buckets,
+     "sharded weights: buffers padded to a full bucket (within its bound, but a smaller bucket "
+     "size raises the peak)",
+     property::memory},
+};
 }  // namespace
 
 par::registry mutant_strategies() {
@@ -70,6 +84,7 @@ par::registry mutant_strategies() {
   for (const auto& m : rp_mutants) r.add(std::make_unique<rp>(m.defect, m.name));
   for (const auto& m : cp_mutants) r.add(std::make_unique<cp>(m.defect, m.name));
   for (const auto& m : rd_mutants) r.add(std::make_unique<rd>(m.defect, m.name));
+  for (const auto& m : sw_mutants) r.add(std::make_unique<sw>(m.defect, m.name));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
   // watchdog test uses it alone.
   r.add(std::make_unique<dp>(dp::defect::rank0_waits_forever, "mutant.dp_hang"));
@@ -82,6 +97,7 @@ std::vector<mutant_info> mutant_catalogue() {
   for (const auto& m : rp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : cp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : rd_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : sw_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }
 

@@ -60,6 +60,9 @@ class ledger {
   // memory meter in any realistic strategy.
   void record(ledger_entry e, int axis);
   void clear() { entries_.clear(); }
+  // Room for n entries, so that recording them allocates nothing (callers reserve outside the
+  // measured scope what the cost model predicts).
+  void reserve(std::size_t n) { entries_.reserve(n); }
   [[nodiscard]] const std::vector<ledger_entry>& entries() const { return entries_; }
 
  private:

@@ -105,6 +105,24 @@ class comm {
   // \note collective over this comm.
   void barrier();
 
+  // Non-blocking all-gather, in place as all_gather above; at most one is pending per comm. It is
+  // fingerprinted and recorded in the ledger as an all_gather entry when started. The buffer must
+  // stay alive and untouched until wait_all_gather() returns; test_all_gather() lets MPI progress
+  // it (Open MPI advances non-blocking collectives only inside MPI calls) and says if it is done.
+  // \note collective over this comm.
+  template <class T>
+  void start_all_gather(std::span<T> buffer, std::span<const std::int64_t> counts);
+  bool test_all_gather();
+  void wait_all_gather();
+  // Seconds spent inside wait_all_gather() since this comm was made: the exposed part of the
+  // non-blocking gathers (benchmarks read it).
+  [[nodiscard]] double waited_seconds() const { return waited_; }
+  // counts[r] = |[lo, hi) ∩ part r|·scale: each rank's share of a window of a partitioned
+  // dimension. In the communicator's scratch (no allocation), valid until the next call.
+  [[nodiscard]] std::span<const std::int64_t> window_counts(const partition& parts,
+                                                            std::int64_t lo, std::int64_t hi,
+                                                            std::int64_t scale);
+
  private:
   void fingerprint(collective kind, std::size_t elem_bytes, std::int64_t count, int root);
   void record(const ledger_entry& e) {
@@ -123,6 +141,10 @@ class comm {
   // Scratch, sized at construction, so that collectives allocate nothing.
   std::vector<int> counts_a_, displs_a_, counts_b_, displs_b_;
   std::vector<std::int64_t> counts64_;
+  // The pending non-blocking all-gather and its counts (MPI reads them until it completes).
+  MPI_Request pending_ = MPI_REQUEST_NULL;
+  std::vector<int> counts_nb_, displs_nb_;
+  double waited_ = 0;
 };
 
 // A Cartesian mesh over a communicator: one sub-communicator per axis.

@@ -28,6 +28,9 @@ struct param_spec {
   std::string name;
   std::int64_t min = 0, max = 0, fallback = 0;
   std::string help;
+  // A smaller value never raises the measured peak (e.g. a bucket size): the memory property
+  // re-runs each case with a smaller value and checks exactly that.
+  bool memory_monotone = false;
 };
 
 // Longest chain of additions behind one element of each output (local share + reduction depth).

@@ -10,6 +10,8 @@ namespace shardcheck::prop {
 
 [[nodiscard]] rc::Gen<std::int64_t> dimension(int p);
 [[nodiscard]] rc::Gen<par::partition> partition_of(std::int64_t n, int parts);
+// A value of a strategy parameter; wide ranges are drawn evenly over scales.
+[[nodiscard]] rc::Gen<std::int64_t> parameter(const par::param_spec& ps);
 // A complete, validated case for strategy s with 1 ≤ p ≤ max_p.
 [[nodiscard]] rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p);
 
