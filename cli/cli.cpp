@@ -207,6 +207,7 @@ struct verify_options {
   std::string properties = "all";
   double case_timeout = 120;
   bool quiet = false;
+  std::string backend;  // empty: drawn per case
 };
 
 int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
@@ -214,6 +215,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (!(o.case_timeout > 0) || !std::isfinite(o.case_timeout))
     throw usage_error("--case-timeout must be a positive number of seconds");
   const unsigned mask = prop::parse_properties(o.properties);
+  std::optional<par::backend> forced;
+  if (!o.backend.empty()) forced = par::parse_backend(o.backend);
   std::vector<const par::strategy*> chosen;
   for (const auto& name : o.strategies) chosen.push_back(&cat.need(name));
   if (chosen.empty()) chosen = cat.normal();
@@ -253,6 +256,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     so.seed = o.seed;
     so.mask = mask;
     so.progress = !o.quiet;
+    so.backend = forced;
     std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
                 d.ranks(), o.cases, static_cast<unsigned long long>(o.seed),
                 prop::properties_to_string(mask).c_str());
@@ -348,6 +352,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
                      "Seconds before the watchdog ends a hung case")
       ->capture_default_str();
   verify->add_flag("--quiet", vo.quiet, "No progress lines");
+  verify->add_option("--backend", vo.backend,
+                     "Run every case's collectives on this backend: mpi or native (default: "
+                     "drawn per case)");
 
   std::string ex_name, ex_dtype = "f64", ex_layout = "out_in";
   int ex_p = 1;

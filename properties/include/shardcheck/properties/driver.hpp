@@ -6,6 +6,7 @@
 // A per-case watchdog ends the whole job, printing the case's replay line, when a case hangs.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,7 @@ struct suite_options {
   std::uint64_t seed = 1;
   unsigned mask = all_properties;
   bool progress = true;  // a line on stderr every few seconds on long runs
+  std::optional<par::backend> backend;  // every case on this backend; otherwise drawn
 };
 
 // The verdict of one case over all ranks.
