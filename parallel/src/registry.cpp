@@ -1,5 +1,6 @@
 #include "shardcheck/parallel/registry.hpp"
 
+#include "strategies/collective_check.hpp"
 #include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
 #include "strategies/row_parallel.hpp"
@@ -22,6 +23,8 @@ registry builtin_strategies() {
   r.add(std::make_unique<data_parallel>());
   r.add(std::make_unique<column_parallel>());
   r.add(std::make_unique<row_parallel>());
+  r.add(std::make_unique<collective_check>(collective::broadcast));
+  r.add(std::make_unique<collective_check>(collective::all_to_all));
   return r;
 }
 
