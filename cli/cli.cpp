@@ -356,7 +356,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
                      "Run every case's collectives on this backend: mpi or native (default: "
                      "drawn per case)");
 
-  std::string ex_name, ex_dtype = "f64", ex_layout = "out_in";
+  std::string ex_name, ex_dtype = "f64", ex_layout = "out_in", ex_backend = "mpi";
   int ex_p = 1;
   std::int64_t ex_m = 0, ex_n = 0, ex_k = 0;
   std::vector<std::string> ex_parts, ex_params;
@@ -370,6 +370,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--K", ex_k, "Input features")->required();
   explain->add_option("--dtype", ex_dtype, "f32 or f64")->capture_default_str();
   explain->add_option("--layout", ex_layout, "out_in or in_out")->capture_default_str();
+  explain->add_option("--backend", ex_backend, "mpi or native: whose byte counts and reduction "
+                      "depths")
+      ->capture_default_str();
   explain->add_option("--part", ex_parts, "A partition, e.g. M=3,0,4 (default balanced)");
   explain->add_option("--param", ex_params, "A strategy parameter, e.g. gather=0");
   explain->add_flag("--json", ex_json, "JSON output");
@@ -401,6 +404,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
       par::run_case c = default_case(cat.need(ex_name), ex_p, ex_m, ex_n, ex_k);
       c.prob.type = parse_dtype(ex_dtype);
       c.prob.layout = parse_weight_layout(ex_layout);
+      c.backend = par::parse_backend(ex_backend);
       for (const auto& kv : ex_parts) {
         const auto eq = kv.find('=');
         if (eq == std::string::npos) throw usage_error("--part expects DIM=sizes, got '" + kv + "'");
