@@ -63,7 +63,8 @@ buffers make_buffers(collective kind, std::int64_t total, const comm& c) {
       for (std::size_t i = 0; i < n; ++i) {
         elem sum = 0;
         for (int q = 0; q < p; ++q) sum += value(q, static_cast<std::int64_t>(i));
-        b.expected[i] = kind == collective::broadcast ? value(0, static_cast<std::int64_t>(i)) : sum;
+        b.expected[i] =
+            kind == collective::broadcast ? value(0, static_cast<std::int64_t>(i)) : sum;
       }
       break;
     case collective::all_gather:

@@ -13,7 +13,8 @@ void binomial(channel& ch, std::span<T> buffer, int root) {
   while (mask < p && (vr & mask) == 0) mask <<= 1;
   if (vr != 0) ch.recv(buffer.data(), n, mod(ch.rank - mask, p), mpi_type<T>(), sizeof(T), 31);
   for (mask >>= 1; mask > 0; mask >>= 1)
-    if (vr + mask < p) ch.send(buffer.data(), n, mod(ch.rank + mask, p), mpi_type<T>(), sizeof(T), 31);
+    if (vr + mask < p)
+      ch.send(buffer.data(), n, mod(ch.rank + mask, p), mpi_type<T>(), sizeof(T), 31);
 }
 
 // A chain root → root+1 → … in segments, so every link is busy at once on large buffers.

@@ -81,7 +81,8 @@ cost_estimate collective_check::cost(const run_case& c, std::span<const int> coo
   const auto count_bytes = 2 * c.p * static_cast<std::int64_t>(sizeof(std::int64_t));
   e.peak_forward = (2 * rows.size(r) * n + m * cols.size(r)) * s + count_bytes;
   e.peak_backward = (rows.size(r) * k + n * k) * s;
-  e.chains = {k, n, rows.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, n * k)};
+  e.chains = {k, n,
+              rows.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, n * k)};
   return e;
 }
 

@@ -45,7 +45,8 @@ cost_estimate column_parallel::cost(const run_case& c, std::span<const int> coor
   }
   e.backward.push_back(all_reduce_entry(c.backend, m * k, r, c.p, size_of(c.prob.type)));
   e.peak_backward = (m * k + cols.size(r) * k) * s;
-  e.chains = {k, cols.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, m * k), m};
+  e.chains = {k, cols.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, m * k),
+              m};
   return e;
 }
 

@@ -39,7 +39,8 @@ cost_estimate data_parallel::cost(const run_case& c, std::span<const int> coords
   }
   e.backward.push_back(all_reduce_entry(c.backend, n * k, r, c.p, size_of(c.prob.type)));
   e.peak_backward = (rows.size(r) * k + n * k) * s;
-  e.chains = {k, n, rows.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, n * k)};
+  e.chains = {k, n,
+              rows.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, n * k)};
   return e;
 }
 

@@ -58,7 +58,8 @@ enum class algorithm { builtin, ring, recursive_doubling, binomial_tree, chain, 
 // unknown, so the worst order), native ring p − 1, recursive doubling ⌈log₂ p⌉. Example: p = 3,
 // native all-reduce of 20 elements (recursive doubling): rank 2 folds into rank 0, then one
 // exchange: 2 additions, where the ring would chain 2 as well and p = 4 gives 2 against 3.
-[[nodiscard]] std::int64_t reduction_depth(backend b, collective kind, int p, std::int64_t count);
+[[nodiscard]] std::int64_t reduction_depth(backend b, collective kind, int p,
+                                           std::int64_t count);
 
 struct ledger_entry {
   phase when = phase::forward;
