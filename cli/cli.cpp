@@ -207,6 +207,7 @@ struct verify_options {
   std::string properties = "all";
   double case_timeout = 120;
   bool quiet = false;
+  std::string backend;  // empty: drawn per case
 };
 
 int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
@@ -214,6 +215,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (!(o.case_timeout > 0) || !std::isfinite(o.case_timeout))
     throw usage_error("--case-timeout must be a positive number of seconds");
   const unsigned mask = prop::parse_properties(o.properties);
+  std::optional<par::backend> forced;
+  if (!o.backend.empty()) forced = par::parse_backend(o.backend);
   std::vector<const par::strategy*> chosen;
   for (const auto& name : o.strategies) chosen.push_back(&cat.need(name));
   if (chosen.empty()) chosen = cat.normal();
@@ -253,6 +256,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     so.seed = o.seed;
     so.mask = mask;
     so.progress = !o.quiet;
+    so.backend = forced;
     std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
                 d.ranks(), o.cases, static_cast<unsigned long long>(o.seed),
                 prop::properties_to_string(mask).c_str());
@@ -347,8 +351,11 @@ int cli_main(int argc, char** argv, par::registry extra) {
                      "Seconds before the watchdog ends a hung case")
       ->capture_default_str();
   verify->add_flag("--quiet", vo.quiet, "No progress lines");
+  verify->add_option("--backend", vo.backend,
+                     "Run every case's collectives on this backend: mpi or native (default: "
+                     "drawn per case)");
 
-  std::string ex_name, ex_dtype = "f64", ex_layout = "out_in";
+  std::string ex_name, ex_dtype = "f64", ex_layout = "out_in", ex_backend = "mpi";
   int ex_p = 1;
   std::int64_t ex_m = 0, ex_n = 0, ex_k = 0;
   std::vector<std::string> ex_parts, ex_params;
@@ -362,6 +369,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--K", ex_k, "Input features")->required();
   explain->add_option("--dtype", ex_dtype, "f32 or f64")->capture_default_str();
   explain->add_option("--layout", ex_layout, "out_in or in_out")->capture_default_str();
+  explain->add_option("--backend", ex_backend, "mpi or native: whose byte counts and reduction "
+                      "depths")
+      ->capture_default_str();
   explain->add_option("--part", ex_parts, "A partition, e.g. M=3,0,4 (default balanced)");
   explain->add_option("--param", ex_params, "A strategy parameter, e.g. gather=0");
   explain->add_flag("--json", ex_json, "JSON output");
@@ -393,6 +403,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
       par::run_case c = default_case(cat.need(ex_name), ex_p, ex_m, ex_n, ex_k);
       c.prob.type = parse_dtype(ex_dtype);
       c.prob.layout = parse_weight_layout(ex_layout);
+      c.backend = par::parse_backend(ex_backend);
       for (const auto& kv : ex_parts) {
         const auto eq = kv.find('=');
         if (eq == std::string::npos) throw usage_error("--part expects DIM=sizes, got '" + kv + "'");

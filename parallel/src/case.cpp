@@ -15,7 +15,8 @@ std::string run_case::to_string() const {
        << " act=" << shardcheck::to_string(prob.act);
   os << " dtype=" << shardcheck::to_string(prob.type)
      << " layout=" << shardcheck::to_string(prob.layout)
-     << " mode=" << shardcheck::to_string(mode) << " seed=" << seed;
+     << " mode=" << shardcheck::to_string(mode) << " seed=" << seed
+     << " backend=" << par::to_string(backend);
   for (const auto& [key, part] : parts) os << " part." << key << '=' << part.to_string();
   for (const auto& [key, value] : params) os << ' ' << key << '=' << value;
   return os.str();
@@ -77,6 +78,8 @@ run_case run_case::parse(std::string_view line) {
       c.mode = parse_value_mode(value);
     } else if (key == "seed") {
       c.seed = parse_int<std::uint64_t>(key, value);
+    } else if (key == "backend") {
+      c.backend = parse_backend(value);
     } else if (key.starts_with("part.") && key.size() > 5) {
       c.parts.emplace(key.substr(5), partition::parse(value));
     } else {

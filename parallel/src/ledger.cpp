@@ -1,5 +1,8 @@
 #include "shardcheck/parallel/ledger.hpp"
 
+#include "shardcheck/reference/types.hpp"
+
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 
@@ -45,31 +48,115 @@ ledger_entry make(collective kind, std::size_t elem_bytes, std::int64_t elements
 }
 }  // namespace
 
-ledger_entry all_gather_entry(std::span<const std::int64_t> counts, int me,
+std::string_view to_string(backend b) { return b == backend::mpi ? "mpi" : "native"; }
+
+std::string_view to_string(algorithm a) {
+  switch (a) {
+    case algorithm::builtin: return "builtin";
+    case algorithm::ring: return "ring";
+    case algorithm::recursive_doubling: return "recursive_doubling";
+    case algorithm::binomial_tree: return "binomial_tree";
+    case algorithm::chain: return "chain";
+    case algorithm::pairwise: return "pairwise";
+  }
+  return "?";
+}
+
+backend parse_backend(std::string_view s) {
+  if (s == "mpi") return backend::mpi;
+  if (s == "native") return backend::native;
+  throw invalid_problem("backend '" + std::string(s) + "' (expected mpi or native)");
+}
+
+namespace {
+// Native thresholds, in elements of the whole buffer.
+constexpr std::int64_t max_recursive_doubling = 1024;
+constexpr std::int64_t min_chain = 16384;
+
+std::int64_t ceil_log2(int p) {
+  std::int64_t l = 0;
+  while ((std::int64_t{1} << l) < p) ++l;
+  return l;
+}
+int mod(int a, int p) { return ((a % p) + p) % p; }
+}  // namespace
+
+algorithm algorithm_of(backend b, collective kind, int p, std::int64_t count) {
+  if (b == backend::mpi) return algorithm::builtin;
+  switch (kind) {
+    case collective::all_reduce:
+      return count <= max_recursive_doubling || p == 1 ? algorithm::recursive_doubling
+                                                       : algorithm::ring;
+    case collective::broadcast:
+      return count > min_chain ? algorithm::chain : algorithm::binomial_tree;
+    case collective::all_to_all: return algorithm::pairwise;
+    default: return algorithm::ring;
+  }
+}
+
+std::int64_t reduction_depth(backend b, collective kind, int p, std::int64_t count) {
+  return algorithm_of(b, kind, p, count) == algorithm::recursive_doubling ? ceil_log2(p) : p - 1;
+}
+
+int binomial_children(int me, int root, int p) {
+  const int vr = mod(me - root, p);
+  int mask = 1;
+  while (mask < p && (vr & mask) == 0) mask <<= 1;
+  int children = 0;
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (vr + mask < p) ++children;
+  return children;
+}
+
+std::pair<std::int64_t, std::int64_t> balanced_chunk(std::int64_t n, int p, int k) {
+  const std::int64_t base = n / p, extra = n % p;
+  return {k * base + std::min<std::int64_t>(k, extra), base + (k < extra ? 1 : 0)};
+}
+
+ledger_entry all_gather_entry(backend b, std::span<const std::int64_t> counts, int me,
                               std::size_t elem_bytes) {
-  const auto own = counts[static_cast<std::size_t>(me)];
-  return make(collective::all_gather, elem_bytes, total(counts), own, total(counts) - own,
-              static_cast<int>(counts.size()));
+  const int p = static_cast<int>(counts.size());
+  const auto c = [&](int k) { return counts[static_cast<std::size_t>(mod(k, p))]; };
+  const std::int64_t sent = b == backend::mpi ? c(me) : total(counts) - c(me + 1);
+  return make(collective::all_gather, elem_bytes, total(counts), sent, total(counts) - c(me), p);
 }
 
-ledger_entry all_reduce_entry(std::int64_t n, int p, std::size_t elem_bytes) {
-  return make(collective::all_reduce, elem_bytes, n, n, n, p);
+ledger_entry all_reduce_entry(backend b, std::int64_t n, int me, int p, std::size_t elem_bytes) {
+  std::int64_t sent = n, received = n;
+  const algorithm a = algorithm_of(b, collective::all_reduce, p, n);
+  if (a == algorithm::ring) {
+    const auto c = [&](int k) { return balanced_chunk(n, p, mod(k, p)).second; };
+    sent = 2 * n - c(me) - c(me + 1);
+    received = 2 * n - c(me - 1) - c(me);
+  } else if (a == algorithm::recursive_doubling) {
+    int q = 1;
+    while (2 * q <= p) q *= 2;
+    const std::int64_t steps = ceil_log2(q);
+    sent = received = me < p - q ? (steps + 1) * n : me >= q ? n : steps * n;
+  }
+  return make(collective::all_reduce, elem_bytes, n, sent, received, p);
 }
 
-ledger_entry reduce_scatter_entry(std::span<const std::int64_t> counts, int me,
+ledger_entry reduce_scatter_entry(backend b, std::span<const std::int64_t> counts, int me,
                                   std::size_t elem_bytes) {
-  const auto own = counts[static_cast<std::size_t>(me)];
-  return make(collective::reduce_scatter, elem_bytes, own, total(counts) - own, own,
-              static_cast<int>(counts.size()));
+  const int p = static_cast<int>(counts.size());
+  const auto c = [&](int k) { return counts[static_cast<std::size_t>(mod(k, p))]; };
+  const std::int64_t received = b == backend::mpi ? c(me) : total(counts) - c(me - 1);
+  return make(collective::reduce_scatter, elem_bytes, c(me), total(counts) - c(me), received, p);
 }
 
-ledger_entry broadcast_entry(std::int64_t n, int root, int me, int p, std::size_t elem_bytes) {
-  auto e = make(collective::broadcast, elem_bytes, n, me == root ? n : 0, me == root ? 0 : n, p);
+ledger_entry broadcast_entry(backend b, std::int64_t n, int root, int me, int p,
+                             std::size_t elem_bytes) {
+  std::int64_t sent = me == root ? n : 0;
+  const algorithm a = algorithm_of(b, collective::broadcast, p, n);
+  if (a == algorithm::binomial_tree) sent = n * binomial_children(me, root, p);
+  if (a == algorithm::chain) sent = mod(me - root, p) == p - 1 ? 0 : n;
+  auto e = make(collective::broadcast, elem_bytes, n, sent, me == root ? 0 : n, p);
   e.root = root;
   return e;
 }
 
-ledger_entry all_to_all_entry(std::span<const std::int64_t> send_counts,
+ledger_entry all_to_all_entry(backend, std::span<const std::int64_t> send_counts,
                               std::span<const std::int64_t> recv_counts, int me,
                               std::size_t elem_bytes) {
   const auto m = static_cast<std::size_t>(me);

@@ -4,6 +4,8 @@
 #include <numeric>
 #include <utility>
 
+#include "collectives/native.hpp"
+
 namespace shardcheck::par {
 
 void check_mpi(int rc, const char* what) {
@@ -43,6 +45,7 @@ comm::comm(MPI_Comm c, bool owned) : c_(c), owned_(owned) {
   counts64_.resize(p);
   counts_nb_.resize(p);
   displs_nb_.resize(p);
+  scratch_.resize(std::size_t{1} << 20);
 }
 
 comm comm::world() { return comm(MPI_COMM_WORLD, false); }
@@ -64,6 +67,9 @@ comm& comm::operator=(comm&& o) noexcept {
   axis_ = o.axis_;
   checked_ = o.checked_;
   sequence_ = o.sequence_;
+  backend_ = o.backend_;
+  defect_ = o.defect_;
+  scratch_ = std::move(o.scratch_);
   counts_a_ = std::move(o.counts_a_);
   displs_a_ = std::move(o.displs_a_);
   counts_b_ = std::move(o.counts_b_);
@@ -124,6 +130,16 @@ void comm::fingerprint(collective kind, std::size_t elem_bytes, std::int64_t cou
                     std::to_string(count) + ", root " + std::to_string(root) + ")");
 }
 
+native::channel comm::channel() {
+  return native::channel{c_, rank_, size_, scratch_, defect_, 0, 0};
+}
+
+void comm::record_native(ledger_entry e, const native::channel& ch) {
+  e.bytes_sent = ch.sent;
+  e.bytes_received = ch.received;
+  record(e);
+}
+
 template <class T>
 void comm::all_gather(std::span<T> buffer, std::span<const std::int64_t> counts) {
   to_counts(counts, counts_a_, displs_a_);
@@ -132,10 +148,16 @@ void comm::all_gather(std::span<T> buffer, std::span<const std::int64_t> counts)
     throw invalid_problem("all_gather: buffer of " + std::to_string(buffer.size()) +
                           " elements for counts totalling " + std::to_string(total));
   fingerprint(collective::all_gather, sizeof(T), total, -1);
+  const ledger_entry e = all_gather_entry(backend_, counts, rank_, sizeof(T));
+  if (backend_ == backend::native) {
+    auto ch = channel();
+    native::all_gather<T>(ch, buffer.data(), counts_a_, displs_a_);
+    return record_native(e, ch);
+  }
   check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), counts_a_.data(),
                            displs_a_.data(), mpi_type<T>(), c_),
             "MPI_Allgatherv");
-  record(all_gather_entry(counts, rank_, sizeof(T)));
+  record(e);
 }
 
 template <class T>
@@ -143,10 +165,16 @@ void comm::all_reduce_sum(std::span<T> buffer) {
   if (buffer.size() > INT32_MAX) throw invalid_problem("all_reduce: count out of range for MPI");
   const auto n = static_cast<std::int64_t>(buffer.size());
   fingerprint(collective::all_reduce, sizeof(T), n, -1);
+  const ledger_entry e = all_reduce_entry(backend_, n, rank_, size_, sizeof(T));
+  if (backend_ == backend::native) {
+    auto ch = channel();
+    native::all_reduce<T>(ch, buffer);
+    return record_native(e, ch);
+  }
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(n), mpi_type<T>(), MPI_SUM,
                           c_),
             "MPI_Allreduce");
-  record(all_reduce_entry(n, size_, sizeof(T)));
+  record(e);
 }
 
 template <class T>
@@ -158,10 +186,16 @@ void comm::reduce_scatter_sum(std::span<const T> in, std::span<T> out,
       static_cast<std::int64_t>(out.size()) != counts[static_cast<std::size_t>(rank_)])
     throw invalid_problem("reduce_scatter: buffer sizes disagree with the counts");
   fingerprint(collective::reduce_scatter, sizeof(T), total, -1);
+  const ledger_entry e = reduce_scatter_entry(backend_, counts, rank_, sizeof(T));
+  if (backend_ == backend::native) {
+    auto ch = channel();
+    native::reduce_scatter<T>(ch, in.data(), out.data(), counts_a_, displs_a_);
+    return record_native(e, ch);
+  }
   check_mpi(MPI_Reduce_scatter(in.data(), out.data(), counts_a_.data(), mpi_type<T>(), MPI_SUM,
                                c_),
             "MPI_Reduce_scatter");
-  record(reduce_scatter_entry(counts, rank_, sizeof(T)));
+  record(e);
 }
 
 template <class T>
@@ -170,8 +204,14 @@ void comm::broadcast(std::span<T> buffer, int root) {
   if (buffer.size() > INT32_MAX) throw invalid_problem("broadcast: count out of range for MPI");
   const auto n = static_cast<std::int64_t>(buffer.size());
   fingerprint(collective::broadcast, sizeof(T), n, root);
+  const ledger_entry e = broadcast_entry(backend_, n, root, rank_, size_, sizeof(T));
+  if (backend_ == backend::native) {
+    auto ch = channel();
+    native::broadcast<T>(ch, buffer, root);
+    return record_native(e, ch);
+  }
   check_mpi(MPI_Bcast(buffer.data(), static_cast<int>(n), mpi_type<T>(), root, c_), "MPI_Bcast");
-  record(broadcast_entry(n, root, rank_, size_, sizeof(T)));
+  record(e);
 }
 
 template <class T>
@@ -180,10 +220,16 @@ void comm::all_to_all(std::span<const T> in, std::span<const std::int64_t> send_
   to_counts(send_counts, counts_a_, displs_a_);
   to_counts(recv_counts, counts_b_, displs_b_);
   fingerprint(collective::all_to_all, sizeof(T), 0, -1);
+  const ledger_entry e = all_to_all_entry(backend_, send_counts, recv_counts, rank_, sizeof(T));
+  if (backend_ == backend::native) {
+    auto ch = channel();
+    native::all_to_all<T>(ch, in.data(), counts_a_, displs_a_, out.data(), counts_b_, displs_b_);
+    return record_native(e, ch);
+  }
   check_mpi(MPI_Alltoallv(in.data(), counts_a_.data(), displs_a_.data(), mpi_type<T>(), out.data(),
                           counts_b_.data(), displs_b_.data(), mpi_type<T>(), c_),
             "MPI_Alltoallv");
-  record(all_to_all_entry(send_counts, recv_counts, rank_, sizeof(T)));
+  record(e);
 }
 
 void comm::barrier() {
@@ -207,7 +253,8 @@ void comm::start_all_gather(std::span<T> buffer, std::span<const std::int64_t> c
   check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), counts_nb_.data(),
                             displs_nb_.data(), mpi_type<T>(), c_, &pending_),
             "MPI_Iallgatherv");
-  record(all_gather_entry(counts, rank_, sizeof(T)));
+  // Open MPI's non-blocking all-gather, whatever this comm's backend: recorded as such.
+  record(all_gather_entry(backend::mpi, counts, rank_, sizeof(T)));
 }
 
 bool comm::test_all_gather() {
@@ -270,6 +317,16 @@ mesh::mesh(const comm& base, std::vector<int> dims) : dims_(std::move(dims)) {
     check_mpi(MPI_Cart_sub(cart, keep.data(), &sub), "MPI_Cart_sub");
     axes_.emplace_back(sub, true);
   }
+}
+
+void mesh::set_backend(backend b) {
+  all_.set_backend(b);
+  for (auto& a : axes_) a.set_backend(b);
+}
+
+void mesh::set_defect(collective_defect d) {
+  all_.set_defect(d);
+  for (auto& a : axes_) a.set_defect(d);
 }
 
 void mesh::attach(ledger* l, bool checked) {

@@ -46,7 +46,7 @@ std::pair<std::int64_t, std::int64_t> local_extent(const global_shape& g, placem
 }
 
 redistribution_cost redistribution_cost_of(const global_shape& g, placement from, placement to,
-                                           int me, int p, dtype type) {
+                                           int me, int p, dtype type, backend b) {
   check_pair(from, to);
   const std::size_t s = size_of(type);
   const auto bytes = static_cast<std::int64_t>(s);
@@ -63,19 +63,19 @@ redistribution_cost redistribution_cost_of(const global_shape& g, placement from
   if (from == to || from.what == kind::replicate) return out;  // a copy or a slice
   if (to.what == kind::replicate) {
     if (from.what == kind::partial) {
-      out.entries.push_back(all_reduce_entry(m * n, p, s));
+      out.entries.push_back(all_reduce_entry(b, m * n, me, p, s));
     } else if (is_s(from, 0)) {
-      out.entries.push_back(all_gather_entry(need(g.row_parts, "rows", m, p).scaled(n), me, s));
+      out.entries.push_back(all_gather_entry(b, need(g.row_parts, "rows", m, p).scaled(n), me, s));
     } else {
       out.entries.push_back(
-          all_gather_entry(need(g.col_parts, "columns", n, p).scaled(m), me, s));
+          all_gather_entry(b, need(g.col_parts, "columns", n, p).scaled(m), me, s));
       out.peak_bytes += m * n * bytes;  // the packed buffer
     }
     return out;
   }
   if (from.what == kind::partial) {
     const partition& parts = is_s(to, 0) ? *g.row_parts : *g.col_parts;
-    out.entries.push_back(reduce_scatter_entry(parts.scaled(is_s(to, 0) ? n : m), me, s));
+    out.entries.push_back(reduce_scatter_entry(b, parts.scaled(is_s(to, 0) ? n : m), me, s));
     if (is_s(to, 1)) out.peak_bytes += m * n * bytes;  // the input packed by column blocks
     return out;
   }
@@ -85,7 +85,7 @@ redistribution_cost redistribution_cost_of(const global_shape& g, placement from
   std::vector<std::int64_t> send(static_cast<std::size_t>(p)), recv(send.size());
   if (is_s(from, 0)) all_to_all_counts(rows, cols, me, send, recv);
   else all_to_all_counts(rows, cols, me, recv, send);
-  out.entries.push_back(all_to_all_entry(send, recv, me, s));
+  out.entries.push_back(all_to_all_entry(b, send, recv, me, s));
   // S(0)→S(1): packed send of r_me·N; S(1)→S(0): packed receive of r_me·N. Both: the counts.
   out.peak_bytes += rows.size(me) * n * bytes + counts_bytes;
   return out;

@@ -1,5 +1,6 @@
 #include "shardcheck/parallel/registry.hpp"
 
+#include "strategies/collective_check.hpp"
 #include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
 #include "strategies/redistribute_layer.hpp"
@@ -26,6 +27,8 @@ registry builtin_strategies() {
   r.add(std::make_unique<row_parallel>());
   r.add(std::make_unique<redistribute_layer>());
   r.add(std::make_unique<sharded_weights>());
+  r.add(std::make_unique<collective_check>(collective::broadcast));
+  r.add(std::make_unique<collective_check>(collective::all_to_all));
   return r;
 }
 

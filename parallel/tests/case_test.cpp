@@ -9,11 +9,18 @@ using namespace shardcheck::par;
 TEST(Case, RoundTripsThroughItsReplayLine) {
   const std::string line =
       "strategy=data_parallel p=3 M=7 N=5 K=4 dtype=f32 layout=in_out mode=cancel seed=42 "
-      "part.M=3,0,4 gather=0";
+      "backend=native part.M=3,0,4 gather=0";
   const run_case c = run_case::parse(line);
   EXPECT_EQ(c.to_string(), line);
+  EXPECT_EQ(c.backend, backend::native);
   EXPECT_EQ(c.part("M").size(1), 0);
   EXPECT_EQ(c.param("gather"), 0);
+}
+
+TEST(Case, LinesWithoutABackendMeanMpi) {
+  const run_case c = run_case::parse("strategy=data_parallel p=2 M=4 N=3 K=5 part.M=2,2");
+  EXPECT_EQ(c.backend, backend::mpi);
+  EXPECT_THROW((void)run_case::parse("strategy=dp p=1 M=1 N=1 K=1 backend=nccl"), invalid_problem);
 }
 
 TEST(Case, MalformedLinesAreClearErrors) {

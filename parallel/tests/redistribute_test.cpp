@@ -24,7 +24,7 @@ TEST(Redistribute, MinimalCollectivePerPair) {
       {S0, S1, 1, collective::all_to_all},              {S1, S0, 1, collective::all_to_all},
   };
   for (const row& r : table) {
-    const auto cost = redistribution_cost_of(g, r.from, r.to, 1, 3, dtype::f64);
+    const auto cost = redistribution_cost_of(g, r.from, r.to, 1, 3, dtype::f64, backend::mpi);
     ASSERT_EQ(static_cast<int>(cost.entries.size()), r.collectives)
         << r.from.to_string() << " → " << r.to.to_string();
     if (r.collectives == 1) {
@@ -35,13 +35,13 @@ TEST(Redistribute, MinimalCollectivePerPair) {
 
 TEST(Redistribute, NothingBecomesPartial) {
   const global_shape g{2, 2, nullptr, nullptr};
-  EXPECT_THROW((void)redistribution_cost_of(g, placement::R(), placement::P(), 0, 2, dtype::f32),
+  EXPECT_THROW((void)redistribution_cost_of(g, placement::R(), placement::P(), 0, 2, dtype::f32, backend::mpi),
                invalid_problem);
 }
 
 TEST(Redistribute, ShardingNeedsAPartition) {
   const global_shape g{2, 2, nullptr, nullptr};
-  EXPECT_THROW((void)redistribution_cost_of(g, placement::R(), placement::S(0), 0, 2, dtype::f32),
+  EXPECT_THROW((void)redistribution_cost_of(g, placement::R(), placement::S(0), 0, 2, dtype::f32, backend::mpi),
                invalid_problem);
 }
 
@@ -50,7 +50,7 @@ TEST(Redistribute, ShardingNeedsAPartition) {
 TEST(Redistribute, AllToAllWithAnEmptyPart) {
   const partition rows({3, 0, 2}), cols({1, 2, 1});
   const global_shape g{5, 4, &rows, &cols};
-  const auto cost = redistribution_cost_of(g, placement::S(0), placement::S(1), 1, 3, dtype::f64);
+  const auto cost = redistribution_cost_of(g, placement::S(0), placement::S(1), 1, 3, dtype::f64, backend::mpi);
   ASSERT_EQ(cost.entries.size(), 1u);
   EXPECT_EQ(cost.entries[0].elements, 10);
   EXPECT_EQ(cost.entries[0].bytes_sent, 0);

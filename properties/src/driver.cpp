@@ -199,7 +199,7 @@ strategy_report driver::check(const par::strategy& s, const suite_options& o) {
   auto last_progress = start;
   int evaluated = 0;
   bool failing = false;
-  const auto gen = case_for(s, world_.size());
+  const auto gen = case_for(s, world_.size(), o.backend);
   const auto property = [&] {
     const par::run_case c = *gen;
     const case_verdict v = run(c, o.mask);

@@ -44,11 +44,12 @@ rc::Gen<std::int64_t> parameter(const par::param_spec& ps) {
         })}});
 }
 
-rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p) {
+rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
+                                std::optional<par::backend> forced) {
   // At full size from the first case: worker counts and shapes are drawn evenly over their whole
   // ranges (RapidCheck would otherwise start every run with tiny ranges); edge cases come from
   // the weighted choices and from shrinking.
-  return rc::gen::resize(100, rc::gen::exec([&s, max_p] {
+  return rc::gen::resize(100, rc::gen::exec([&s, max_p, forced] {
     par::run_case c;
     c.strategy = s.name();
     c.p = *rc::gen::inRange(1, max_p + 1);
@@ -60,6 +61,7 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p) {
     c.mode = *rc::gen::element(value_mode::exact, value_mode::uniform, value_mode::wide,
                                value_mode::cancel, value_mode::nonfinite);
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
+    c.backend = forced ? *forced : *rc::gen::element(par::backend::mpi, par::backend::native);
     for (const par::param_spec& ps : s.params())
       c.params[ps.name] = *parameter(ps);
     for (const par::split& sp : par::splits_of(s, c))

@@ -314,6 +314,7 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
   std::vector<std::uint64_t> mine(std::size(outputs) * fields, 0);
   try {
     par::mesh grid(case_comm, s.mesh_dims(c));
+    grid.set_backend(c.backend);
     const std::vector<int> coords = grid.coords();
     const par::cost_estimate cost = s.cost(c, coords);
     const inputs in = inputs_of(s, c, coords);

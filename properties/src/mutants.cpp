@@ -1,5 +1,6 @@
 #include "shardcheck/properties/mutants.hpp"
 
+#include "strategies/collective_check.hpp"
 #include "strategies/column_parallel.hpp"
 #include "strategies/data_parallel.hpp"
 #include "strategies/redistribute_layer.hpp"
@@ -76,6 +77,67 @@ constexpr other_mutant<sw> sw_mutants[] = {
      "size raises the peak)",
      property::memory},
 };
+
+// A strategy run with a defect in the native collectives of its mesh. Only cases drawn with
+// backend=native meet the defect; the generators draw both backends, so some of them do.
+class with_collective_defect final : public par::strategy {
+ public:
+  with_collective_defect(std::unique_ptr<par::strategy> inner, par::collective_defect d)
+      : inner_(std::move(inner)), defect_(d) {}
+  [[nodiscard]] std::string name() const override { return inner_->name(); }
+  [[nodiscard]] std::string summary() const override { return inner_->summary(); }
+  [[nodiscard]] std::vector<par::param_spec> params() const override { return inner_->params(); }
+  [[nodiscard]] std::vector<int> mesh_dims(const par::run_case& c) const override {
+    return inner_->mesh_dims(c);
+  }
+  [[nodiscard]] par::layout placement_of(par::tensor t, const par::run_case& c) const override {
+    return inner_->placement_of(t, c);
+  }
+  [[nodiscard]] par::cost_estimate cost(const par::run_case& c,
+                                        std::span<const int> coords) const override {
+    return inner_->cost(c, coords);
+  }
+  void forward(par::context& ctx, const par::run_case& c, const par::any_matrix& x,
+               const par::any_matrix& w, par::any_matrix& y) const override {
+    ctx.grid.set_defect(defect_);
+    inner_->forward(ctx, c, x, w, y);
+  }
+  void backward(par::context& ctx, const par::run_case& c, const par::any_matrix& x,
+                const par::any_matrix& w, const par::any_matrix& dy, par::any_matrix& dx,
+                par::any_matrix& dw) const override {
+    ctx.grid.set_defect(defect_);
+    inner_->backward(ctx, c, x, w, dy, dx, dw);
+  }
+
+ private:
+  std::unique_ptr<par::strategy> inner_;
+  par::collective_defect defect_;
+};
+
+using cd = par::collective_defect;
+struct collective_mutant {
+  const char* name;
+  cd defect;
+  const char* host;  // the strategy run with the defect
+  const char* words;
+  property expected;
+};
+constexpr collective_mutant collective_mutants[] = {
+    {"mutant.ring_short_by_one", cd::ring_short_by_one, "data_parallel",
+     "native ring all-gather: one step short, so one chunk never arrives", property::forward},
+    {"mutant.broadcast_wrong_root", cd::broadcast_root_zero, "collective.broadcast",
+     "native broadcast: always from rank 0, whatever the root", property::forward},
+    {"mutant.all_reduce_no_gather", cd::all_reduce_no_gather, "row_parallel",
+     "native ring all-reduce: stops after its reduce-scatter phase", property::forward},
+    {"mutant.reduce_scatter_even", cd::reduce_scatter_even_counts, "row_parallel",
+     "native reduce-scatter-v: reads chunks where an even split would put them", property::forward},
+};
+
+std::unique_ptr<par::strategy> host_named(std::string_view host, const char* name) {
+  if (host == "data_parallel") return std::make_unique<dp>(dp::defect::none, name);
+  if (host == "row_parallel") return std::make_unique<rp>(rp::defect::none, name);
+  return std::make_unique<par::collective_check>(par::collective::broadcast, name);
+}
 }  // namespace
 
 par::registry mutant_strategies() {
@@ -85,6 +147,8 @@ par::registry mutant_strategies() {
   for (const auto& m : cp_mutants) r.add(std::make_unique<cp>(m.defect, m.name));
   for (const auto& m : rd_mutants) r.add(std::make_unique<rd>(m.defect, m.name));
   for (const auto& m : sw_mutants) r.add(std::make_unique<sw>(m.defect, m.name));
+  for (const auto& m : collective_mutants)
+    r.add(std::make_unique<with_collective_defect>(host_named(m.host, m.name), m.defect));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
   // watchdog test uses it alone.
   r.add(std::make_unique<dp>(dp::defect::rank0_waits_forever, "mutant.dp_hang"));
@@ -98,6 +162,7 @@ std::vector<mutant_info> mutant_catalogue() {
   for (const auto& m : cp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : rd_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : sw_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : collective_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }
 

@@ -37,15 +37,16 @@ cost_estimate column_parallel::cost(const run_case& c, std::span<const int> coor
   const std::int64_t m = c.prob.M, n = c.prob.N, k = c.prob.K;
   cost_estimate e;
   if (c.param("gather") != 0) {
-    e.forward.push_back(all_gather_entry(cols.scaled(m), r, size_of(c.prob.type)));
+    e.forward.push_back(all_gather_entry(c.backend, cols.scaled(m), r, size_of(c.prob.type)));
     // The packed buffer and Y (both M×N) while re-laying.
     e.peak_forward = 2 * m * n * s;
   } else {
     e.peak_forward = m * cols.size(r) * s;
   }
-  e.backward.push_back(all_reduce_entry(m * k, c.p, size_of(c.prob.type)));
+  e.backward.push_back(all_reduce_entry(c.backend, m * k, r, c.p, size_of(c.prob.type)));
   e.peak_backward = (m * k + cols.size(r) * k) * s;
-  e.chains = {k, cols.max_size() + reduction_depth(c.p), m};
+  e.chains = {k, cols.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, m * k),
+              m};
   return e;
 }
 

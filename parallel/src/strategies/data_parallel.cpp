@@ -32,14 +32,15 @@ cost_estimate data_parallel::cost(const run_case& c, std::span<const int> coords
   const std::int64_t n = c.prob.N, k = c.prob.K;
   cost_estimate e;
   if (c.param("gather") != 0) {
-    e.forward.push_back(all_gather_entry(rows.scaled(n), r, size_of(c.prob.type)));
+    e.forward.push_back(all_gather_entry(c.backend, rows.scaled(n), r, size_of(c.prob.type)));
     e.peak_forward = c.prob.M * n * s;
   } else {
     e.peak_forward = rows.size(r) * n * s;
   }
-  e.backward.push_back(all_reduce_entry(n * k, c.p, size_of(c.prob.type)));
+  e.backward.push_back(all_reduce_entry(c.backend, n * k, r, c.p, size_of(c.prob.type)));
   e.peak_backward = (rows.size(r) * k + n * k) * s;
-  e.chains = {k, n, rows.max_size() + reduction_depth(c.p)};
+  e.chains = {k, n,
+              rows.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, n * k)};
   return e;
 }
 

@@ -98,27 +98,38 @@ cost_estimate redistribute_layer::cost(const run_case& c, std::span<const int> c
   const global_shape gy = y_shape(c);
   cost_estimate e;
 
-  const auto fwd = redistribution_cost_of(gy, y_source(s), y_target(c), r, c.p, c.prob.type);
+  const auto fwd = redistribution_cost_of(gy, y_source(s), y_target(c), r, c.p, c.prob.type, c.backend);
   e.forward = fwd.entries;
   e.peak_forward = d.m * d.n * bytes + fwd.peak_bytes;  // the local Y, then the redistribution
 
-  const auto dy = redistribution_cost_of(gy, y_target(c), dy_needed(s), r, c.p, c.prob.type);
+  const auto dy = redistribution_cost_of(gy, y_target(c), dy_needed(s), r, c.p, c.prob.type, c.backend);
   e.backward = dy.entries;
   const auto [dy_rows, dy_cols] = local_extent(gy, dy_needed(s), r);
   // The redistributed dY, then the local dX (d.m×d.k) and dW (d.n×d.k), one of them partial.
   std::int64_t local = (dy_rows * dy_cols + d.m * d.k + d.n * d.k) * bytes;
   if (s == source::s0 || s == source::s1) {
     const auto red = redistribution_cost_of(s == source::s0 ? w_shape(c) : x_shape(c),
-                                            placement::P(), placement::R(), r, c.p, c.prob.type);
+                                            placement::P(), placement::R(), r, c.p, c.prob.type, c.backend);
     e.backward.insert(e.backward.end(), red.entries.begin(), red.entries.end());
     local += red.peak_bytes;
   }
   e.peak_backward = std::max(dy.peak_bytes, local);
 
-  const std::int64_t depth = reduction_depth(c.p);
-  e.chains = {s == source::p ? c.part("K").max_size() + depth : c.prob.K,
-              s == source::s1 ? c.part("N").max_size() + depth : c.prob.N,
-              s == source::s0 ? c.part("M").max_size() + depth : c.prob.M};
+  // The one reduction each output may go through: Y (P → R or S), dX over N, dW over M.
+  const auto depth = [&](collective kind, std::int64_t count) {
+    return reduction_depth(c.backend, kind, c.p, count);
+  };
+  const collective y_kind =
+      y_target(c).what == placement::kind::replicate ? collective::all_reduce
+                                                     : collective::reduce_scatter;
+  e.chains = {s == source::p ? c.part("K").max_size() + depth(y_kind, c.prob.M * c.prob.N)
+                             : c.prob.K,
+              s == source::s1
+                  ? c.part("N").max_size() + depth(collective::all_reduce, c.prob.M * c.prob.K)
+                  : c.prob.N,
+              s == source::s0
+                  ? c.part("M").max_size() + depth(collective::all_reduce, c.prob.N * c.prob.K)
+                  : c.prob.M};
   return e;
 }
 

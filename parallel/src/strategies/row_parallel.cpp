@@ -42,18 +42,20 @@ cost_estimate row_parallel::cost(const run_case& c, std::span<const int> coords)
   cost_estimate e;
   if (c.param("scatter") != 0) {
     const partition& rows = c.part("M");
-    e.forward.push_back(reduce_scatter_entry(rows.scaled(n), r, size_of(c.prob.type)));
+    e.forward.push_back(reduce_scatter_entry(c.backend, rows.scaled(n), r, size_of(c.prob.type)));
     // The M×N partial and this rank's rows of Y, both live during the collective.
     e.peak_forward = (m * n + rows.size(r) * n) * s;
-    e.backward.push_back(all_gather_entry(rows.scaled(n), r, size_of(c.prob.type)));
+    e.backward.push_back(all_gather_entry(c.backend, rows.scaled(n), r, size_of(c.prob.type)));
     // The gathered M×N dY, then with dX and dW.
     e.peak_backward = m * n * s + grads;
   } else {
-    e.forward.push_back(all_reduce_entry(m * n, c.p, size_of(c.prob.type)));
+    e.forward.push_back(all_reduce_entry(c.backend, m * n, r, c.p, size_of(c.prob.type)));
     e.peak_forward = m * n * s;
     e.peak_backward = grads;
   }
-  e.chains = {ks.max_size() + reduction_depth(c.p), n, m};
+  const collective reduction =
+      c.param("scatter") != 0 ? collective::reduce_scatter : collective::all_reduce;
+  e.chains = {ks.max_size() + reduction_depth(c.backend, reduction, c.p, m * n), n, m};
   return e;
 }
 

@@ -53,18 +53,20 @@ cost_estimate sharded_weights::cost(const run_case& c, std::span<const int> coor
     return counts;
   };
   cost_estimate e;
-  for (std::int64_t i = 0; i < plan.count; ++i) e.forward.push_back(all_gather_entry(window(i), r, es));
+  for (std::int64_t i = 0; i < plan.count; ++i) e.forward.push_back(all_gather_entry(backend::mpi, window(i), r, es));
   for (std::int64_t i = 0; i < plan.count; ++i) {
-    if (i == 0 || !overlap) e.backward.push_back(all_gather_entry(window(i), r, es));
-    if (overlap && i + 1 < plan.count) e.backward.push_back(all_gather_entry(window(i + 1), r, es));
-    e.backward.push_back(reduce_scatter_entry(window(i), r, es));
+    if (i == 0 || !overlap) e.backward.push_back(all_gather_entry(backend::mpi, window(i), r, es));
+    if (overlap && i + 1 < plan.count) e.backward.push_back(all_gather_entry(backend::mpi, window(i + 1), r, es));
+    e.backward.push_back(reduce_scatter_entry(c.backend, window(i), r, es));
   }
   std::int64_t buckets = (overlap ? plan.pair_rows() : plan.per_bucket) * plan.cols * s;
   if (defect_ == defect::padded_buckets && overlap && plan.count > 1)
     buckets = 2 * plan.per_bucket * plan.cols * s;
   e.peak_forward = mine * c.prob.N * s + buckets;
   e.peak_backward = mine * c.prob.K * s + wrows.size(r) * plan.cols * s + buckets;
-  e.chains = {c.prob.K, c.prob.N, c.part("M").max_size() + reduction_depth(c.p)};
+  e.chains = {c.prob.K, c.prob.N,
+              c.part("M").max_size() +
+                  reduction_depth(c.backend, collective::reduce_scatter, c.p, 0)};
   return e;
 }
 

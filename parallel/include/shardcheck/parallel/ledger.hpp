@@ -2,27 +2,64 @@
 // The ledger: every collective a strategy issues, as this rank saw it. The cost model predicts the
 // same entries, and a property compares the two exactly.
 //
-// Bytes are the collective's logical payload for this rank, whatever algorithm runs underneath:
-//   all-gather(v)      sent = own part,            received = total − own part
-//   all-reduce         sent = n,                   received = n
-//   reduce-scatter(v)  sent = total − own part,    received = own part
+// This file is the one place the byte formulas live: the communicator records with them and the
+// cost models predict with them. Which formula applies depends on the backend running the
+// collectives (a case's `backend=`):
+//
+// `mpi` (Open MPI's built-ins; algorithm unknown): the logical payload of rank me.
+//   all-gather(v)      sent = c_me,                    received = total − c_me
+//   all-reduce         sent = n,                       received = n
+//   reduce-scatter(v)  sent = total − c_me,            received = c_me
 //   broadcast          root: sent = n, received 0; others: sent 0, received = n
-//   all-to-all(v)      sent = Σ_{j≠me} send[j],    received = Σ_{j≠me} recv[j]
+//   all-to-all(v)      sent = Σ_{j≠me} send[j],        received = Σ_{j≠me} recv[j]
+//
+// `native` (parallel/src/collectives/): the bytes the algorithm really moves, which the
+// communicator counts message by message.
+//   all-gather(v) ring      sent = total − c_{me+1},      received = total − c_me
+//   reduce-scatter(v) ring  sent = total − c_me,          received = total − c_{me−1}
+//   all-reduce ring         reduce-scatter + all-gather over the balanced chunks c of n:
+//                           sent = 2n − c_me − c_{me+1},  received = 2n − c_{me−1} − c_me
+//   all-reduce recursive doubling (n ≤ 1024 elements), q = largest power of two ≤ p, L = log₂q:
+//                           me < p − q: (L + 1)·n both ways; me ≥ q: n both ways; else L·n
+//   broadcast binomial tree: n received off the root, n sent per child;
+//             chain (n > 16384 elements): n received off the root, n sent except by the last
+//   all-to-all(v) pairwise  as `mpi`
+// (indices mod p). Example: ring all-reduce of n = 10 on p = 3, chunks 4,3,3: rank 0 sends
+// 20 − 4 − 3 = 13 elements and receives 20 − 3 − 4 = 13; rank 2 sends 20 − 3 − 4 = 13 and
+// receives 20 − 3 − 3 = 14. For even chunks that is nccl-tests' 2(p−1)/p·n.
 // On one rank nothing leaves or arrives: both are 0.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace shardcheck::par {
 
 enum class collective { all_gather, all_reduce, reduce_scatter, broadcast, all_to_all, barrier };
 enum class phase { forward, backward };
+// Which implementation runs a communicator's collectives.
+enum class backend { mpi, native };
+// The algorithm a backend runs for one call; `builtin` is Open MPI's own choice.
+enum class algorithm { builtin, ring, recursive_doubling, binomial_tree, chain, pairwise };
 
 [[nodiscard]] std::string_view to_string(collective c);
 [[nodiscard]] std::string_view to_string(phase p);
+[[nodiscard]] std::string_view to_string(backend b);
+[[nodiscard]] std::string_view to_string(algorithm a);
+// "mpi" or "native"; throws invalid_problem.
+[[nodiscard]] backend parse_backend(std::string_view s);
+
+// The algorithm `b` runs for a collective of `count` elements (the whole buffer) on p ranks.
+[[nodiscard]] algorithm algorithm_of(backend b, collective kind, int p, std::int64_t count);
+// Additions on the longest chain behind one reduced element: mpi p − 1 (the algorithm is
+// unknown, so the worst order), native ring p − 1, recursive doubling ⌈log₂ p⌉. Example: p = 3,
+// native all-reduce of 20 elements (recursive doubling): rank 2 folds into rank 0, then one
+// exchange: 2 additions, where the ring would chain 2 as well and p = 4 gives 2 against 3.
+[[nodiscard]] std::int64_t reduction_depth(backend b, collective kind, int p,
+                                           std::int64_t count);
 
 struct ledger_entry {
   phase when = phase::forward;
@@ -41,16 +78,21 @@ struct ledger_entry {
 
 // The entries that one call of each collective makes on rank `me` of `p`; the communicator records
 // them and cost models predict with them.
-[[nodiscard]] ledger_entry all_gather_entry(std::span<const std::int64_t> counts, int me,
+[[nodiscard]] ledger_entry all_gather_entry(backend b, std::span<const std::int64_t> counts,
+                                            int me, std::size_t elem_bytes);
+[[nodiscard]] ledger_entry all_reduce_entry(backend b, std::int64_t n, int me, int p,
                                             std::size_t elem_bytes);
-[[nodiscard]] ledger_entry all_reduce_entry(std::int64_t n, int p, std::size_t elem_bytes);
-[[nodiscard]] ledger_entry reduce_scatter_entry(std::span<const std::int64_t> counts, int me,
-                                                std::size_t elem_bytes);
-[[nodiscard]] ledger_entry broadcast_entry(std::int64_t n, int root, int me, int p,
+[[nodiscard]] ledger_entry reduce_scatter_entry(backend b, std::span<const std::int64_t> counts,
+                                                int me, std::size_t elem_bytes);
+[[nodiscard]] ledger_entry broadcast_entry(backend b, std::int64_t n, int root, int me, int p,
                                            std::size_t elem_bytes);
-[[nodiscard]] ledger_entry all_to_all_entry(std::span<const std::int64_t> send_counts,
+[[nodiscard]] ledger_entry all_to_all_entry(backend b, std::span<const std::int64_t> send_counts,
                                             std::span<const std::int64_t> recv_counts, int me,
                                             std::size_t elem_bytes);
+// Children of rank me in the binomial broadcast tree rooted at root.
+[[nodiscard]] int binomial_children(int me, int root, int p);
+// Part k of n split evenly over p (the first n mod p parts one longer): {offset, size}.
+[[nodiscard]] std::pair<std::int64_t, std::int64_t> balanced_chunk(std::int64_t n, int p, int k);
 
 class ledger {
  public:

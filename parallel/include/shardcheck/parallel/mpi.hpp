@@ -5,8 +5,12 @@
 // and, when checking is on, first compares a fingerprint (sequence number, kind, element size,
 // count, root) across the ranks, so that mismatched collectives fail with a clear message on
 // every rank instead of hanging.
+// A comm runs its collectives on a backend (set_backend): `mpi`, Open MPI's built-ins, or
+// `native`, shardcheck's own algorithms on point-to-point messages (parallel/src/collectives/),
+// for which the ledger records the bytes really sent and received, counted message by message.
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -17,6 +21,10 @@
 #include "shardcheck/reference/types.hpp"
 
 namespace shardcheck::par {
+
+namespace native {
+struct channel;
+}
 
 void check_mpi(int rc, const char* what);
 
@@ -44,6 +52,15 @@ inline MPI_Datatype mpi_type<double>() {
   return MPI_DOUBLE;
 }
 
+// Deliberate defects of the native collectives, used only by shardcheck's mutants.
+enum class collective_defect {
+  none,
+  ring_short_by_one,           // ring all-gather runs p − 2 steps: one chunk never arrives
+  broadcast_root_zero,         // broadcast always from rank 0, whatever the root
+  all_reduce_no_gather,        // ring all-reduce stops after its reduce-scatter phase
+  reduce_scatter_even_counts,  // reduce-scatter-v reads chunks where an even split would put them
+};
+
 class comm {
  public:
   comm() = default;
@@ -70,6 +87,9 @@ class comm {
     axis_ = axis;
   }
   void set_checked(bool on) { checked_ = on; }
+  void set_backend(backend b) { backend_ = b; }
+  [[nodiscard]] backend collectives_backend() const { return backend_; }
+  void set_defect(collective_defect d) { defect_ = d; }
   void reset_sequence() { sequence_ = 0; }
 
   // \note collective over this comm. In place: rank r's part is buffer[displ_r, displ_r+counts[r]).
@@ -128,6 +148,8 @@ class comm {
   void record(const ledger_entry& e) {
     if (ledger_ != nullptr) ledger_->record(e, axis_);
   }
+  [[nodiscard]] native::channel channel();
+  void record_native(ledger_entry e, const native::channel& ch);
   std::span<const std::int64_t> scaled_counts(const partition& parts, std::int64_t scale);
   void to_counts(std::span<const std::int64_t> counts, std::vector<int>& c,
                  std::vector<int>& d) const;
@@ -138,6 +160,10 @@ class comm {
   int axis_ = 0;
   bool checked_ = false;
   std::uint64_t sequence_ = 0;
+  backend backend_ = backend::mpi;
+  collective_defect defect_ = collective_defect::none;
+  // The native reductions' segments: allocated with the comm, outside any measured scope.
+  std::vector<std::byte> scratch_;
   // Scratch, sized at construction, so that collectives allocate nothing.
   std::vector<int> counts_a_, displs_a_, counts_b_, displs_b_;
   std::vector<std::int64_t> counts64_;
@@ -157,6 +183,8 @@ class mesh {
   [[nodiscard]] comm& axis(int a) { return axes_.at(static_cast<std::size_t>(a)); }
   [[nodiscard]] comm& all() { return all_; }
   void attach(ledger* l, bool checked);
+  void set_backend(backend b);
+  void set_defect(collective_defect d);
 
  private:
   std::vector<int> dims_, coords_;

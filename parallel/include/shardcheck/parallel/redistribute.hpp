@@ -51,7 +51,8 @@ struct redistribution_cost {
 };
 // Throws invalid_problem for an unsupported pair (anything → P except P → P).
 [[nodiscard]] redistribution_cost redistribution_cost_of(const global_shape& g, placement from,
-                                                         placement to, int me, int p, dtype type);
+                                                         placement to, int me, int p, dtype type,
+                                                         backend b);
 
 // Deliberate defects, used only by shardcheck's mutants.
 enum class redistribute_defect { none, rows_reversed_in_all_to_all };

@@ -33,7 +33,8 @@ struct param_spec {
   bool memory_monotone = false;
 };
 
-// Longest chain of additions behind one element of each output (local share + reduction depth).
+// Longest chain of additions behind one element of each output (local share + reduction depth,
+// reduction_depth(backend, collective, p, count) in ledger.hpp).
 struct chain_lengths {
   std::int64_t y = 0, dx = 0, dw = 0;
 };
@@ -44,10 +45,6 @@ struct cost_estimate {
   std::int64_t peak_forward = 0, peak_backward = 0;
   chain_lengths chains;
 };
-
-// The depth of the reduction tree that a sum of p partials goes through in the `mpi` backend.
-// Open MPI picks its algorithm at run time, so the bound takes the worst order: p − 1 additions.
-[[nodiscard]] inline std::int64_t reduction_depth(int p) { return p - 1; }
 
 class strategy {
  public:

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,7 @@ struct suite_options {
   std::uint64_t seed = 1;
   unsigned mask = all_properties;
   bool progress = true;  // a line on stderr every few seconds on long runs
+  std::optional<par::backend> backend;  // every case on this backend; otherwise drawn
 };
 
 // The verdict of one case over all ranks.

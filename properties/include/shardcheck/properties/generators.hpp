@@ -1,8 +1,10 @@
 #pragma once
 // RapidCheck generators for cases: shapes with edge cases weighted (0, 1, primes, fewer rows than
 // workers), worker counts up to the launched ranks, partitions with uneven and empty parts, the
-// strategy's parameters, dtype, layout, value mode, seed.
+// strategy's parameters, dtype, layout, value mode, seed, collectives backend.
 #include <rapidcheck.h>
+
+#include <optional>
 
 #include "shardcheck/parallel/strategy.hpp"
 
@@ -12,7 +14,9 @@ namespace shardcheck::prop {
 [[nodiscard]] rc::Gen<par::partition> partition_of(std::int64_t n, int parts);
 // A value of a strategy parameter; wide ranges are drawn evenly over scales.
 [[nodiscard]] rc::Gen<std::int64_t> parameter(const par::param_spec& ps);
-// A complete, validated case for strategy s with 1 ≤ p ≤ max_p.
-[[nodiscard]] rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p);
+// A complete, validated case for strategy s with 1 ≤ p ≤ max_p, on the backend `forced` or, without
+// it, on one drawn from both.
+[[nodiscard]] rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
+                                              std::optional<par::backend> forced = {});
 
 }  // namespace shardcheck::prop

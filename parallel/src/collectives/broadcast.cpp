@@ -1,0 +1,49 @@
+#include "collectives/native.hpp"
+
+namespace shardcheck::par::native {
+
+namespace {
+// Binomial tree over ranks relative to the root: vr receives from vr − (its lowest set bit), then
+// sends to vr + m for every lower power of two m. Example p = 5, root 0: 0→4, 0→2, 0→1, 2→3.
+template <class T>
+void binomial(channel& ch, std::span<T> buffer, int root) {
+  const int p = ch.size, vr = mod(ch.rank - root, p);
+  const auto n = static_cast<std::int64_t>(buffer.size());
+  int mask = 1;
+  while (mask < p && (vr & mask) == 0) mask <<= 1;
+  if (vr != 0) ch.recv(buffer.data(), n, mod(ch.rank - mask, p), mpi_type<T>(), sizeof(T), 31);
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (vr + mask < p)
+      ch.send(buffer.data(), n, mod(ch.rank + mask, p), mpi_type<T>(), sizeof(T), 31);
+}
+
+// A chain root → root+1 → … in segments, so every link is busy at once on large buffers.
+template <class T>
+void chain(channel& ch, std::span<T> buffer, int root) {
+  const int p = ch.size, vr = mod(ch.rank - root, p);
+  const auto n = static_cast<std::int64_t>(buffer.size());
+  const std::int64_t seg = ch.segment<T>();
+  for (std::int64_t g0 = 0; g0 < n; g0 += seg) {
+    const std::int64_t len = std::min(seg, n - g0);
+    if (vr > 0) ch.recv(buffer.data() + g0, len, mod(ch.rank - 1, p), mpi_type<T>(), sizeof(T), 32);
+    if (vr + 1 < p)
+      ch.send(buffer.data() + g0, len, mod(ch.rank + 1, p), mpi_type<T>(), sizeof(T), 32);
+  }
+}
+}  // namespace
+
+template <class T>
+void broadcast(channel& ch, std::span<T> buffer, int root) {
+  if (ch.size == 1) return;
+  if (ch.defect == collective_defect::broadcast_root_zero) root = 0;
+  if (algorithm_of(backend::native, collective::broadcast, ch.size,
+                   static_cast<std::int64_t>(buffer.size())) == algorithm::chain)
+    chain<T>(ch, buffer, root);
+  else
+    binomial<T>(ch, buffer, root);
+}
+
+template void broadcast<float>(channel&, std::span<float>, int);
+template void broadcast<double>(channel&, std::span<double>, int);
+
+}  // namespace shardcheck::par::native

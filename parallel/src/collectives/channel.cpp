@@ -1,0 +1,35 @@
+#include "collectives/native.hpp"
+
+#include <climits>
+
+namespace shardcheck::par::native {
+
+namespace {
+int as_count(std::int64_t n) {
+  if (n < 0 || n > INT_MAX) throw invalid_problem("native collective: count out of range for MPI");
+  return static_cast<int>(n);
+}
+}  // namespace
+
+void channel::exchange(const void* out, std::int64_t n, int to, void* in, std::int64_t m,
+                       int from, MPI_Datatype t, std::size_t elem_bytes, int tag) {
+  check_mpi(MPI_Sendrecv(out, as_count(n), t, to, tag, in, as_count(m), t, from, tag, c,
+                         MPI_STATUS_IGNORE),
+            "MPI_Sendrecv");
+  sent += n * static_cast<std::int64_t>(elem_bytes);
+  received += m * static_cast<std::int64_t>(elem_bytes);
+}
+
+void channel::send(const void* out, std::int64_t n, int to, MPI_Datatype t,
+                   std::size_t elem_bytes, int tag) {
+  check_mpi(MPI_Send(out, as_count(n), t, to, tag, c), "MPI_Send");
+  sent += n * static_cast<std::int64_t>(elem_bytes);
+}
+
+void channel::recv(void* in, std::int64_t m, int from, MPI_Datatype t, std::size_t elem_bytes,
+                   int tag) {
+  check_mpi(MPI_Recv(in, as_count(m), t, from, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");
+  received += m * static_cast<std::int64_t>(elem_bytes);
+}
+
+}  // namespace shardcheck::par::native

@@ -1,0 +1,153 @@
+#include "strategies/collective_check.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "shardcheck/reference/gemm.hpp"
+
+namespace shardcheck::par {
+
+namespace {
+int root_of(const run_case& c) { return static_cast<int>(c.param("root") % c.p); }
+
+// all-to-all counts for rank r: send rows_r·cols_q, receive rows_q·cols_r.
+struct a2a_counts {
+  std::vector<std::int64_t> send, recv;
+};
+a2a_counts counts_of(const run_case& c, int r) {
+  const partition& rows = c.part("M");
+  const partition& cols = c.part("N");
+  a2a_counts out;
+  out.send.reserve(static_cast<std::size_t>(c.p));
+  out.recv.reserve(static_cast<std::size_t>(c.p));
+  for (int q = 0; q < c.p; ++q) {
+    out.send.push_back(rows.size(r) * cols.size(q));
+    out.recv.push_back(rows.size(q) * cols.size(r));
+  }
+  return out;
+}
+}  // namespace
+
+collective_check::collective_check(collective kind, std::string name)
+    : kind_(kind),
+      name_(name.empty() ? "collective." + std::string(to_string(kind)) : std::move(name)) {
+  if (kind != collective::broadcast && kind != collective::all_to_all)
+    throw invalid_problem("collective_check: only broadcast and all_to_all");
+}
+
+std::string collective_check::summary() const {
+  return is_broadcast() ? "pseudo-strategy: the root computes Y, dX, dW and broadcasts them"
+                        : "pseudo-strategy: Y computed by rows, all-to-all'd to columns; dW "
+                          "all-reduced";
+}
+
+std::vector<param_spec> collective_check::params() const {
+  if (!is_broadcast()) return {};
+  return {{"root", 0, 3, 0, "broadcast root (mod p)"}};
+}
+
+layout collective_check::placement_of(tensor t, const run_case&) const {
+  if (is_broadcast()) return {placement::R()};
+  switch (t) {
+    case tensor::x:
+    case tensor::dx: return {placement::S(0)};
+    case tensor::y: return {placement::S(1)};
+    default: return {placement::R()};
+  }
+}
+
+cost_estimate collective_check::cost(const run_case& c, std::span<const int> coords) const {
+  const int r = coords[0];
+  const std::size_t es = size_of(c.prob.type);
+  const auto s = static_cast<std::int64_t>(es);
+  const std::int64_t m = c.prob.M, n = c.prob.N, k = c.prob.K;
+  cost_estimate e;
+  if (is_broadcast()) {
+    const int root = root_of(c);
+    e.forward.push_back(broadcast_entry(c.backend, m * n, root, r, c.p, es));
+    e.backward.push_back(broadcast_entry(c.backend, m * k, root, r, c.p, es));
+    e.backward.push_back(broadcast_entry(c.backend, n * k, root, r, c.p, es));
+    e.peak_forward = m * n * s;
+    e.peak_backward = (m * k + n * k) * s;
+    e.chains = {k, n, m};
+    return e;
+  }
+  const partition& rows = c.part("M");
+  const partition& cols = c.part("N");
+  const a2a_counts counts = counts_of(c, r);
+  e.forward.push_back(all_to_all_entry(c.backend, counts.send, counts.recv, r, es));
+  e.backward.push_back(all_reduce_entry(c.backend, n * k, r, c.p, es));
+  // Local rows of Y and their packed copy, Y's column block, and the two count vectors.
+  const auto count_bytes = 2 * c.p * static_cast<std::int64_t>(sizeof(std::int64_t));
+  e.peak_forward = (2 * rows.size(r) * n + m * cols.size(r)) * s + count_bytes;
+  e.peak_backward = (rows.size(r) * k + n * k) * s;
+  e.chains = {k, n,
+              rows.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, n * k)};
+  return e;
+}
+
+template <class T>
+void collective_check::forward_t(context& ctx, const run_case& c, const matrix<T>& x,
+                                 const matrix<T>& w, matrix<T>& y) const {
+  comm& world = ctx.grid.axis(0);
+  const int r = world.rank();
+  const auto m = static_cast<std::size_t>(c.prob.M), n = static_cast<std::size_t>(c.prob.N),
+             k = static_cast<std::size_t>(c.prob.K);
+  if (is_broadcast()) {
+    y = matrix<T>(m, n);
+    const int root = root_of(c);
+    if (r == root)
+      ref::linear_forward<T>(c.prob.layout, m, n, k, x.data.data(), w.data.data(), y.data.data());
+    world.broadcast<T>(y.span(), root);
+    return;
+  }
+  const partition& cols = c.part("N");
+  matrix<T> local(x.rows, n);
+  ref::linear_forward<T>(c.prob.layout, x.rows, n, k, x.data.data(), w.data.data(),
+                         local.data.data());
+  matrix<T> packed(x.rows, n);
+  T* at = packed.data.data();
+  for (int q = 0; q < c.p; ++q)
+    for (std::size_t i = 0; i < x.rows; ++i) {
+      at = std::copy_n(local.row(i) + cols.offset(q), cols.size(q), at);
+    }
+  const a2a_counts counts = counts_of(c, r);
+  y = matrix<T>(m, static_cast<std::size_t>(cols.size(r)));
+  world.all_to_all<T>(packed.span(), counts.send, y.span(), counts.recv);
+}
+
+template <class T>
+void collective_check::backward_t(context& ctx, const run_case& c, const matrix<T>& x,
+                                  const matrix<T>& w, const matrix<T>& dy, matrix<T>& dx,
+                                  matrix<T>& dw) const {
+  comm& world = ctx.grid.axis(0);
+  const int r = world.rank();
+  const auto n = static_cast<std::size_t>(c.prob.N), k = static_cast<std::size_t>(c.prob.K);
+  if (is_broadcast()) {
+    const auto m = static_cast<std::size_t>(c.prob.M);
+    const int root = root_of(c);
+    dx = matrix<T>(m, k);
+    dw = matrix<T>(w.rows, w.cols);
+    if (r == root) {
+      ref::linear_backward_dx<T>(c.prob.layout, m, n, k, dy.data.data(), w.data.data(),
+                                 dx.data.data());
+      ref::linear_backward_dw<T>(c.prob.layout, m, n, k, dy.data.data(), x.data.data(),
+                                 dw.data.data());
+    }
+    world.broadcast<T>(dx.span(), root);
+    world.broadcast<T>(dw.span(), root);
+    return;
+  }
+  const auto offset = static_cast<std::size_t>(c.part("M").offset(r));
+  dx = matrix<T>(x.rows, k);
+  ref::linear_backward_dx<T>(c.prob.layout, x.rows, n, k, dy.row(offset), w.data.data(),
+                             dx.data.data());
+  dw = matrix<T>(w.rows, w.cols);
+  ref::linear_backward_dw<T>(c.prob.layout, x.rows, n, k, dy.row(offset), x.data.data(),
+                             dw.data.data());
+  world.all_reduce_sum<T>(dw.span());
+}
+
+SHARDCHECK_INSTANTIATE_STRATEGY(collective_check);
+
+}  // namespace shardcheck::par
