@@ -52,11 +52,11 @@ struct catalogue {
 
 std::string placements_line(const par::strategy& s, const par::run_case& c) {
   std::string out;
-  for (par::tensor t : par::all_tensors) {
+  for (const par::tensor_slot& t : par::tensors_of(c)) {
     if (!out.empty()) out += "  ";
-    out += par::to_string(t);
+    out += par::name_of(t, c);
     out += ' ';
-    out += par::to_string(s.placement_of(t, c));
+    out += par::to_string(par::placement_of(s, t, c));
   }
   return out;
 }
@@ -70,6 +70,8 @@ par::run_case default_case(const par::strategy& s, int p, std::int64_t m, std::i
   c.prob.M = m;
   c.prob.N = n;
   c.prob.K = k;
+  // A stack strategy's smallest stack, hidden widths 1 (explain's --H replaces them).
+  c.prob.hidden.assign(s.min_layers() - 1, 1);
   return c;
 }
 
@@ -108,8 +110,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   out["summary"] = s.summary();
   out["case"] = c.to_string();
   out["mesh"] = dims;
-  for (par::tensor t : par::all_tensors)
-    out["placements"][std::string(par::to_string(t))] = par::to_string(s.placement_of(t, c));
+  for (const par::tensor_slot& t : par::tensors_of(c))
+    out["placements"][par::name_of(t, c)] = par::to_string(par::placement_of(s, t, c));
   for (const auto& [key, part] : c.parts) out["partitions"][key] = part.sizes();
   nlohmann::ordered_json totals = {{"forward", nlohmann::ordered_json::object()},
                            {"backward", nlohmann::ordered_json::object()}};
@@ -117,9 +119,9 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     const auto coords = par::coords_of(r, dims);
     const par::cost_estimate cost = s.cost(c, coords);
     nlohmann::ordered_json rank = {{"rank", r}, {"coords", coords}};
-    for (par::tensor t : par::all_tensors) {
+    for (const par::tensor_slot& t : par::tensors_of(c)) {
       const par::block b = par::block_of(s, c, t, coords);
-      rank["blocks"][std::string(par::to_string(t))] = {
+      rank["blocks"][par::name_of(t, c)] = {
           {"row0", b.row0}, {"rows", b.rows}, {"col0", b.col0}, {"cols", b.cols}};
     }
     for (const auto& [phase, list] : {std::pair{"forward", &cost.forward},
@@ -134,7 +136,18 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
       }
     }
     rank["peak_bytes_bound"] = {{"forward", cost.peak_forward}, {"backward", cost.peak_backward}};
-    rank["chain_lengths"] = {{"Y", cost.chains.y}, {"dX", cost.chains.dx}, {"dW", cost.chains.dw}};
+    if (cost.layer_chains.empty()) {
+      rank["chain_lengths"] = {{"Y", cost.chains.y}, {"dX", cost.chains.dx}, {"dW", cost.chains.dw}};
+    } else {
+      // Per layer l: H_l (Y for the last), dA_{l−1} (dX for the first), dW_l.
+      for (std::size_t l = 0; l < cost.layer_chains.size(); ++l) {
+        const auto& ch = cost.layer_chains[l];
+        const std::string n = std::to_string(l + 1);
+        rank["chain_lengths"][l + 1 == cost.layer_chains.size() ? "Y" : "H" + n] = ch.y;
+        rank["chain_lengths"][l == 0 ? "dX" : "dA" + std::to_string(l)] = ch.dx;
+        rank["chain_lengths"]["dW" + n] = ch.dw;
+      }
+    }
     out["ranks"].push_back(rank);
   }
   out["collectives_per_phase"] = totals;
@@ -165,8 +178,13 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
       }
     std::cout << "  peak memory bound: forward " << rank["peak_bytes_bound"]["forward"]
               << " B, backward " << rank["peak_bytes_bound"]["backward"]
-              << " B; error-bound chains: Y " << rank["chain_lengths"]["Y"] << ", dX "
-              << rank["chain_lengths"]["dX"] << ", dW " << rank["chain_lengths"]["dW"] << "\n";
+              << " B; error-bound chains:";
+    const char* sep = " ";
+    for (const auto& [name, k] : rank["chain_lengths"].items()) {
+      std::cout << sep << name << " " << k;
+      sep = ", ";
+    }
+    std::cout << "\n";
   }
   return 0;
 }
@@ -355,7 +373,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
                      "Run every case's collectives on this backend: mpi or native (default: "
                      "drawn per case)");
 
-  std::string ex_name, ex_dtype = "f64", ex_layout = "out_in", ex_backend = "mpi";
+  std::string ex_name, ex_dtype = "f64", ex_layout = "out_in", ex_backend = "mpi", ex_hidden,
+      ex_act = "identity";
   int ex_p = 1;
   std::int64_t ex_m = 0, ex_n = 0, ex_k = 0;
   std::vector<std::string> ex_parts, ex_params;
@@ -371,6 +390,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--layout", ex_layout, "out_in or in_out")->capture_default_str();
   explain->add_option("--backend", ex_backend, "mpi or native: whose byte counts and reduction "
                       "depths")
+      ->capture_default_str();
+  explain->add_option("--H", ex_hidden, "Hidden widths of a stack, e.g. 6 or 6,4");
+  explain->add_option("--act", ex_act, "Activation of a stack: identity or relu")
       ->capture_default_str();
   explain->add_option("--part", ex_parts, "A partition, e.g. M=3,0,4 (default balanced)");
   explain->add_option("--param", ex_params, "A strategy parameter, e.g. gather=0");
@@ -404,6 +426,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
       c.prob.type = parse_dtype(ex_dtype);
       c.prob.layout = parse_weight_layout(ex_layout);
       c.backend = par::parse_backend(ex_backend);
+      if (!ex_hidden.empty()) c.prob.hidden = par::partition::parse(ex_hidden).sizes();
+      if (!c.prob.hidden.empty()) c.prob.act = parse_activation(ex_act);
       for (const auto& kv : ex_parts) {
         const auto eq = kv.find('=');
         if (eq == std::string::npos) throw usage_error("--part expects DIM=sizes, got '" + kv + "'");

@@ -2,9 +2,11 @@
 
 #include "strategies/collective_check.hpp"
 #include "strategies/column_parallel.hpp"
+#include "strategies/column_row_pair.hpp"
 #include "strategies/data_parallel.hpp"
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
+#include "strategies/sequence_parallel_pair.hpp"
 #include "strategies/sharded_weights.hpp"
 
 namespace shardcheck::par {
@@ -27,6 +29,8 @@ registry builtin_strategies() {
   r.add(std::make_unique<row_parallel>());
   r.add(std::make_unique<redistribute_layer>());
   r.add(std::make_unique<sharded_weights>());
+  r.add(std::make_unique<column_row_pair>());
+  r.add(std::make_unique<sequence_parallel_pair>());
   r.add(std::make_unique<collective_check>(collective::broadcast));
   r.add(std::make_unique<collective_check>(collective::all_to_all));
   return r;

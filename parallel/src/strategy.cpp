@@ -31,10 +31,58 @@ std::pair<std::string, std::string> dim_names(tensor t, weight_layout l) {
   return {"?", "?"};
 }
 
+namespace {
+// d_j of a stack of L layers: K, H, H2, …, N.
+std::string width_name(std::size_t j, std::size_t layers) {
+  if (j == 0) return "K";
+  if (j == layers) return "N";
+  std::string out(1, 'H');
+  if (j > 1) out += std::to_string(j);
+  return out;
+}
+}  // namespace
+
+std::pair<std::string, std::string> dim_names(tensor_slot t, const problem& p) {
+  if (p.layers() == 1 || (t.t != tensor::w && t.t != tensor::dw)) return dim_names(t.t, p.layout);
+  const std::string out = width_name(t.layer + 1, p.layers()), in = width_name(t.layer, p.layers());
+  return p.layout == weight_layout::out_in ? std::pair{out, in} : std::pair{in, out};
+}
+
+std::vector<tensor_slot> tensors_of(const run_case& c) {
+  std::vector<tensor_slot> out{{tensor::x, 0}};
+  for (std::size_t l = 0; l < c.prob.layers(); ++l) out.push_back({tensor::w, l});
+  out.push_back({tensor::y, 0});
+  out.push_back({tensor::dy, 0});
+  for (const tensor_slot& o : outputs_of(c))
+    if (o.t != tensor::y) out.push_back(o);
+  return out;
+}
+
+std::vector<tensor_slot> outputs_of(const run_case& c) {
+  std::vector<tensor_slot> out{{tensor::y, 0}, {tensor::dx, 0}};
+  for (std::size_t l = 0; l < c.prob.layers(); ++l) out.push_back({tensor::dw, l});
+  return out;
+}
+
+std::string name_of(tensor_slot s, const run_case& c) {
+  std::string out(to_string(s.t));
+  if (c.prob.layers() > 1 && (s.t == tensor::w || s.t == tensor::dw))
+    out += std::to_string(s.layer + 1);
+  return out;
+}
+
+layout placement_of(const strategy& s, tensor_slot t, const run_case& c) {
+  if (c.prob.layers() > 1 && (t.t == tensor::w || t.t == tensor::dw))
+    return s.placement_of_layer(t.t, t.layer, c);
+  return s.placement_of(t.t, c);
+}
+
 std::int64_t dim_length(const problem& p, const std::string& name) {
   if (name == "M") return p.M;
   if (name == "N") return p.N;
   if (name == "K") return p.K;
+  for (std::size_t j = 1; j < p.layers(); ++j)
+    if (name == width_name(j, p.layers())) return p.hidden[j - 1];
   throw invalid_problem("unknown problem dimension '" + name + "'");
 }
 
@@ -47,13 +95,13 @@ std::string split_key(const std::string& dim, std::size_t axis, std::size_t axes
 std::vector<split> splits_of(const strategy& s, const run_case& c) {
   const auto dims = s.mesh_dims(c);
   std::vector<split> out;
-  for (tensor t : all_tensors) {
-    const layout l = s.placement_of(t, c);
+  for (const tensor_slot& t : tensors_of(c)) {
+    const layout l = placement_of(s, t, c);
     if (l.size() != dims.size())
-      throw invalid_problem(s.name() + ": layout of " + std::string(to_string(t)) + " has " +
+      throw invalid_problem(s.name() + ": layout of " + name_of(t, c) + " has " +
                             std::to_string(l.size()) + " placements for a mesh of " +
                             std::to_string(dims.size()) + " axes");
-    const auto names = dim_names(t, c.prob.layout);
+    const auto names = dim_names(t, c.prob);
     for (std::size_t a = 0; a < l.size(); ++a) {
       if (l[a].what != placement::kind::shard) continue;
       const std::string& dim = l[a].dim == 0 ? names.first : names.second;
@@ -67,9 +115,13 @@ std::vector<split> splits_of(const strategy& s, const run_case& c) {
 }
 
 block block_of(const strategy& s, const run_case& c, tensor t, std::span<const int> coords) {
+  return block_of(s, c, tensor_slot{t, 0}, coords);
+}
+
+block block_of(const strategy& s, const run_case& c, tensor_slot t, std::span<const int> coords) {
   const auto dims = s.mesh_dims(c);
-  const layout l = s.placement_of(t, c);
-  const auto names = dim_names(t, c.prob.layout);
+  const layout l = placement_of(s, t, c);
+  const auto names = dim_names(t, c.prob);
   block b{0, dim_length(c.prob, names.first), 0, dim_length(c.prob, names.second)};
   for (std::size_t a = 0; a < l.size(); ++a) {
     if (l[a].what != placement::kind::shard) continue;
@@ -104,6 +156,10 @@ void complete_and_validate(const strategy& s, run_case& c) {
     throw invalid_problem(who + "a stack of " + std::to_string(c.prob.layers()) +
                           " layers (H=...), but the strategy runs at most " +
                           std::to_string(s.max_layers()));
+  if (c.prob.layers() < s.min_layers())
+    throw invalid_problem(who + std::to_string(c.prob.layers()) +
+                          " layer(s), but the strategy needs a stack of at least " +
+                          std::to_string(s.min_layers()) + " (H=...)");
   if (c.mode == value_mode::exact && c.prob.layers() > 1) {
     const std::string why = ref::exact_stack_problem(
         {c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M, c.prob.type);
@@ -143,10 +199,10 @@ void complete_and_validate(const strategy& s, run_case& c) {
     for (const split& sp : needed) used = used || sp.key == key;
     if (!used) throw invalid_problem(who + "partition part." + key + " is not used");
   }
-  for (tensor t : {tensor::y, tensor::dx, tensor::dw})
-    for (const placement& pl : s.placement_of(t, c))
+  for (const tensor_slot& t : outputs_of(c))
+    for (const placement& pl : placement_of(s, t, c))
       if (pl.what == placement::kind::partial)
-        throw invalid_problem(who + std::string(to_string(t)) +
+        throw invalid_problem(who + name_of(t, c) +
                               " is left partial; outputs must be R or S");
 }
 

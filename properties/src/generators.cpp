@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "shardcheck/reference/stack.hpp"
+
 namespace shardcheck::prop {
 
 rc::Gen<std::int64_t> dimension(int p) {
@@ -60,6 +62,17 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
     c.prob.layout = *rc::gen::element(weight_layout::out_in, weight_layout::in_out);
     c.mode = *rc::gen::element(value_mode::exact, value_mode::uniform, value_mode::wide,
                                value_mode::cancel, value_mode::nonfinite);
+    // Hidden widths and the activation only for strategies that run stacks.
+    if (s.max_layers() > 1) {
+      const auto layers = *rc::gen::inRange(s.min_layers(), s.max_layers() + 1);
+      for (std::size_t l = 1; l < layers; ++l) c.prob.hidden.push_back(*dimension(c.p));
+      if (layers > 1) c.prob.act = *rc::gen::element(activation::identity, activation::relu);
+      // Exact mode in f32 can round a stack's wider sums: such shapes run in f64.
+      if (c.mode == value_mode::exact &&
+          !ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
+                                    c.prob.type).empty())
+        c.prob.type = dtype::f64;
+    }
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
     c.backend = forced ? *forced : *rc::gen::element(par::backend::mpi, par::backend::native);
     for (const par::param_spec& ps : s.params())

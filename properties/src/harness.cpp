@@ -9,6 +9,7 @@
 #include "shardcheck/reference/check.hpp"
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/stack.hpp"
 
 namespace shardcheck::prop {
 
@@ -16,6 +17,7 @@ using par::any_matrix;
 using par::block;
 using par::matrix;
 using par::tensor;
+using par::tensor_slot;
 
 std::string_view to_string(property p) {
   switch (p) {
@@ -65,18 +67,21 @@ std::string properties_to_string(unsigned mask) {
 
 namespace {
 
-constexpr tensor outputs[] = {tensor::y, tensor::dx, tensor::dw};
-
-std::uint32_t id_of(tensor t) {
-  switch (t) {
+// The data of each input: X, W_1 (the single layer's W), W_2 (ref::tensor_id::w2), W_l for l ≥ 3
+// (ids 8 + l, past every named id), dY.
+std::uint32_t id_of(tensor_slot t) {
+  switch (t.t) {
     case tensor::x: return static_cast<std::uint32_t>(ref::tensor_id::x);
-    case tensor::w: return static_cast<std::uint32_t>(ref::tensor_id::w);
+    case tensor::w:
+      if (t.layer == 0) return static_cast<std::uint32_t>(ref::tensor_id::w);
+      if (t.layer == 1) return static_cast<std::uint32_t>(ref::tensor_id::w2);
+      return static_cast<std::uint32_t>(8 + t.layer + 1);
     default: return static_cast<std::uint32_t>(ref::tensor_id::dy);
   }
 }
 
 template <class T>
-matrix<T> generate(const par::run_case& c, tensor t, std::int64_t row0, std::int64_t rows,
+matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t row0, std::int64_t rows,
                    std::int64_t col0, std::int64_t cols) {
   matrix<T> m(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
   ref::fill_block<T>(c.mode, c.seed, id_of(t), static_cast<std::uint64_t>(row0),
@@ -85,7 +90,7 @@ matrix<T> generate(const par::run_case& c, tensor t, std::int64_t row0, std::int
   return m;
 }
 
-any_matrix generate_block(const par::run_case& c, tensor t, const block& b) {
+any_matrix generate_block(const par::run_case& c, tensor_slot t, const block& b) {
   if (c.prob.type == dtype::f32) return generate<float>(c, t, b.row0, b.rows, b.col0, b.cols);
   return generate<double>(c, t, b.row0, b.rows, b.col0, b.cols);
 }
@@ -140,14 +145,71 @@ expectation expect(const par::run_case& c, tensor t, const block& b) {
   return e;
 }
 
+// The reference for block b of output t of a stack (L > 1) and, per element, its bound
+// (stack.hpp) for the strategy's chains per layer: Y and dX from the block's rows of X and dY, dW_l
+// from every row.
+template <class T>
+expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
+                         const par::cost_estimate& cost) {
+  const auto& p = c.prob;
+  const ref::stack_shape shape{p.layout, p.widths(), p.act};
+  const bool rows_only = t.t != tensor::dw;
+  const std::int64_t row0 = rows_only ? b.row0 : 0, rows = rows_only ? b.rows : p.M;
+  const auto x = generate<T>(c, {tensor::x, 0}, row0, rows, 0, p.K);
+  const auto dy = generate<T>(c, {tensor::dy, 0}, row0, rows, 0, p.N);
+  std::vector<matrix<T>> ws;
+  std::vector<const T*> w_ptrs;
+  for (std::size_t l = 0; l < shape.layers(); ++l) {
+    const bool out_in = p.layout == weight_layout::out_in;
+    const auto out = static_cast<std::int64_t>(shape.width(l + 1));
+    const auto in = static_cast<std::int64_t>(shape.width(l));
+    ws.push_back(generate<T>(c, {tensor::w, l}, 0, out_in ? out : in, 0, out_in ? in : out));
+  }
+  for (const auto& w : ws) w_ptrs.push_back(w.data.data());
+  ref::stack_chains chains;
+  for (const par::chain_lengths& l : cost.layer_chains) {
+    chains.h.push_back(l.y);
+    chains.da.push_back(l.dx);
+    chains.dw.push_back(l.dw);
+  }
+  // stack_expect reads a null dY as "forward only": an empty dY (no rows or N = 0) is not null.
+  const T none{};
+  const T* dy_ptr = t.t == tensor::y ? nullptr : dy.data.empty() ? &none : dy.data.data();
+  const auto all = ref::stack_expect<T>(shape, static_cast<std::size_t>(rows), x.data.data(),
+                                        w_ptrs, dy_ptr, chains, p.type);
+  const std::vector<T>& value = t.t == tensor::y ? all.y : t.t == tensor::dx ? all.dx
+                                                                             : all.dw[t.layer];
+  const std::vector<double>& bound = t.t == tensor::y    ? all.y_bound
+                                     : t.t == tensor::dx ? all.dx_bound
+                                                         : all.dw_bound[t.layer];
+  // The full matrix's columns; the block's rows are rows 0… of value (Y, dX) or row0… (dW).
+  const std::size_t full_cols =
+      rows_only ? (rows > 0 ? value.size() / static_cast<std::size_t>(rows) : 0)
+                : static_cast<std::size_t>(par::dim_length(p, par::dim_names(t, p).second));
+  const std::int64_t first_row = rows_only ? 0 : b.row0;
+  const auto br = static_cast<std::size_t>(b.rows), bc = static_cast<std::size_t>(b.cols);
+  expectation e;
+  e.value = par::make_matrix<T>(br, bc);
+  e.mag.assign(br * bc, 0.0);
+  T* out = std::get<matrix<T>>(e.value).data.data();
+  for (std::size_t i = 0; i < br; ++i)
+    for (std::size_t j = 0; j < bc; ++j) {
+      const std::size_t at = (static_cast<std::size_t>(first_row) + i) * full_cols +
+                             static_cast<std::size_t>(b.col0) + j;
+      out[i * bc + j] = value[at];
+      e.mag[i * bc + j] = bound[at];
+    }
+  return e;
+}
+
 std::int64_t chain_of(const par::cost_estimate& cost, tensor t) {
   return t == tensor::y ? cost.chains.y : t == tensor::dx ? cost.chains.dx : cost.chains.dw;
 }
 
-std::string where(tensor t, const block& b, int rank,
+std::string where(const std::string& t, const block& b, int rank,
                   const std::vector<int>& coords, std::size_t li, std::size_t lj) {
   std::ostringstream os;
-  os << par::to_string(t) << "[i=" << b.row0 + static_cast<std::int64_t>(li)
+  os << t << "[i=" << b.row0 + static_cast<std::int64_t>(li)
      << ", j=" << b.col0 + static_cast<std::int64_t>(lj) << "] on rank " << rank;
   if (coords.size() > 1) {
     os << " (coords";
@@ -160,27 +222,31 @@ std::string where(tensor t, const block& b, int rank,
 
 // Judges output t on this rank; returns an empty string when it passes. Updates worst_error.
 template <class T>
-std::string judge(const par::run_case& c, tensor t, const block& b, const any_matrix& got_any,
+std::string judge(const par::run_case& c, tensor_slot t, const block& b, const any_matrix& got_any,
                   const par::cost_estimate& cost, int rank, const std::vector<int>& coords,
                   double& worst_error) {
   const auto& got = std::get<matrix<T>>(got_any);
+  const std::string name = par::name_of(t, c);
   if (static_cast<std::int64_t>(got.rows) != b.rows ||
       static_cast<std::int64_t>(got.cols) != b.cols) {
     std::ostringstream os;
-    os << par::to_string(t) << " on rank " << rank << " is " << got.rows << "×" << got.cols
+    os << name << " on rank " << rank << " is " << got.rows << "×" << got.cols
        << ", its placement says " << b.rows << "×" << b.cols;
     return os.str();
   }
-  const expectation e = expect<T>(c, t, b);
+  const bool stack = c.prob.layers() > 1;
+  const expectation e = stack ? expect_stack<T>(c, t, b, cost) : expect<T>(c, t.t, b);
   const auto& want = std::get<matrix<T>>(e.value);
   const auto rows = got.rows, cols = got.cols;
   ref::compare_options opt;
   opt.bitwise = c.mode == value_mode::exact;
-  opt.k_par = chain_of(cost, t);
+  opt.mag_is_bound = stack;
+  opt.k_par = stack ? 0 : chain_of(cost, t.t);
   opt.k_ref = e.k_ref;
   opt.k_mag = e.k_ref;
   const double u = ref::unit_roundoff(c.prob.type);
-  for (std::size_t i = 0; i < rows * cols; ++i) {
+  // A stack's bound is no magnitude product: its elements stay out of worst_error.
+  for (std::size_t i = 0; i < rows * cols && !stack; ++i) {
     const double g = got.data[i], w = want.data[i];
     if (std::isfinite(g) && std::isfinite(w) && e.mag[i] > 0)
       worst_error = std::max(worst_error, std::abs(g - w) / (u * e.mag[i]));
@@ -190,9 +256,10 @@ std::string judge(const par::run_case& c, tensor t, const block& b, const any_ma
   if (!bad) return {};
   std::ostringstream os;
   os.precision(17);
-  os << where(t, b, rank, coords, bad->row, bad->col) << ": got " << bad->got << ", expected "
-     << bad->expected;
+  os << where(name, b, rank, coords, bad->row, bad->col) << ": got " << bad->got
+     << ", expected " << bad->expected;
   if (opt.bitwise) os << " (exact mode: bitwise equality required)";
+  else if (stack) os << ", stack bound " << bad->bound << ", error = " << bad->ratio << "·bound";
   else os << ", bound " << bad->bound << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref
           << "), error = " << bad->ratio << "·u·mag";
   if (!bad->reason.empty()) os << " [" << bad->reason << "]";
@@ -200,30 +267,39 @@ std::string judge(const par::run_case& c, tensor t, const block& b, const any_ma
 }
 
 struct run_result {
-  any_matrix y, dx, dw;
+  any_matrix y, dx;
+  std::vector<any_matrix> dws;  // dW_1 … dW_L
   std::vector<par::ledger_entry> log;
   std::int64_t peak_forward = 0, peak_backward = 0;
-  [[nodiscard]] const any_matrix& out(tensor t) const {
-    return t == tensor::y ? y : t == tensor::dx ? dx : dw;
+  [[nodiscard]] const any_matrix& out(tensor_slot t) const {
+    return t.t == tensor::y ? y : t.t == tensor::dx ? dx : dws.at(t.layer);
   }
 };
 
-// The inputs this rank holds: its blocks of X, W and dY.
+// The inputs this rank holds: its blocks of X, W_1 … W_L and dY.
 struct inputs {
-  any_matrix x, w, dy;
+  any_matrix x;
+  std::vector<any_matrix> ws;
+  any_matrix dy;
 };
 inputs inputs_of(const par::strategy& s, const par::run_case& c, std::span<const int> coords) {
-  return {generate_block(c, tensor::x, par::block_of(s, c, tensor::x, coords)),
-          generate_block(c, tensor::w, par::block_of(s, c, tensor::w, coords)),
-          generate_block(c, tensor::dy, par::block_of(s, c, tensor::dy, coords))};
+  inputs in;
+  for (const tensor_slot& t : par::tensors_of(c)) {
+    if (t.t != tensor::x && t.t != tensor::w && t.t != tensor::dy) continue;
+    any_matrix m = generate_block(c, t, par::block_of(s, c, t, coords));
+    if (t.t == tensor::x) in.x = std::move(m);
+    else if (t.t == tensor::dy) in.dy = std::move(m);
+    else in.ws.push_back(std::move(m));
+  }
+  return in;
 }
 
 // Runs forward and backward once, measuring each phase's peak. The ledger is sized for what the
 // cost model predicts before the measured scopes open, so recording allocates nothing in them.
 run_result run_once(const par::strategy& s, const par::run_case& c, par::mesh& grid,
                     const inputs& in, const par::cost_estimate& cost) {
-  const any_matrix &x = in.x, &w = in.w, &dy = in.dy;
   run_result r;
+  r.dws.resize(in.ws.size());
   par::ledger log;
   log.reserve(cost.forward.size() + cost.backward.size());
   grid.attach(&log, true);
@@ -231,13 +307,13 @@ run_result run_once(const par::strategy& s, const par::run_case& c, par::mesh& g
   log.set_phase(par::phase::forward);
   {
     mem::peak_scope scope;
-    s.forward(ctx, c, x, w, r.y);
+    s.forward_layers(ctx, c, in.x, in.ws, r.y);
     r.peak_forward = static_cast<std::int64_t>(scope.peak());
   }
   log.set_phase(par::phase::backward);
   {
     mem::peak_scope scope;
-    s.backward(ctx, c, x, w, dy, r.dx, r.dw);
+    s.backward_layers(ctx, c, in.x, in.ws, in.dy, r.dx, r.dws);
     r.peak_backward = static_cast<std::int64_t>(scope.peak());
   }
   grid.attach(nullptr, false);
@@ -311,7 +387,8 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
 
   // Replica agreement needs every rank's hashes; every rank takes part even after a failure.
   constexpr std::size_t fields = 5;
-  std::vector<std::uint64_t> mine(std::size(outputs) * fields, 0);
+  const std::vector<tensor_slot> outputs = par::outputs_of(c);
+  std::vector<std::uint64_t> mine(outputs.size() * fields, 0);
   try {
     par::mesh grid(case_comm, s.mesh_dims(c));
     grid.set_backend(c.backend);
@@ -320,8 +397,8 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
     const inputs in = inputs_of(s, c, coords);
 
     const run_result first = run_once(s, c, grid, in, cost);
-    for (tensor t : outputs) {
-      const property p = t == tensor::y ? property::forward : property::backward;
+    for (const tensor_slot& t : outputs) {
+      const property p = t.t == tensor::y ? property::forward : property::backward;
       if (!on(p)) continue;
       const block b = par::block_of(s, c, t, coords);
       const std::string bad =
@@ -378,18 +455,18 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
     }
     if (on(property::determinism)) {
       const run_result second = run_once(s, c, grid, in, cost);
-      for (tensor t : outputs) {
+      for (const tensor_slot& t : outputs) {
         const std::int64_t at = first_difference(first.out(t), second.out(t));
         if (at < 0) continue;
         const auto cols = static_cast<std::int64_t>(std::max<std::size_t>(par::cols_of(first.out(t)), 1));
         fail(property::determinism,
-             std::string(par::to_string(t)) + " on rank " + std::to_string(rank) +
+             par::name_of(t, c) + " on rank " + std::to_string(rank) +
                  " differs between two runs of the same case at local (" +
                  std::to_string(at / cols) + ", " + std::to_string(at % cols) + ")");
         break;
       }
     }
-    for (std::size_t i = 0; i < std::size(outputs); ++i) {
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
       const block b = par::block_of(s, c, outputs[i], coords);
       const std::uint64_t desc[fields] = {1, static_cast<std::uint64_t>(b.row0),
                                           static_cast<std::uint64_t>(b.rows),
@@ -410,12 +487,12 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
                    "replica exchange");
     for (int q = 0; q < case_comm.size() && (v.failed & static_cast<unsigned>(property::replicas)) == 0; ++q) {
       if (q == rank) continue;
-      for (std::size_t i = 0; i < std::size(outputs); ++i) {
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
         const std::uint64_t* a = mine.data() + i * fields;
-        const std::uint64_t* b = all.data() + (static_cast<std::size_t>(q) * std::size(outputs) + i) * fields;
+        const std::uint64_t* b = all.data() + (static_cast<std::size_t>(q) * outputs.size() + i) * fields;
         if (a[0] == 0 || b[0] == 0) continue;  // a rank that failed to run holds nothing
         if (std::equal(a, a + 4, b) && a[4] != b[4]) {
-          fail(property::replicas, std::string(par::to_string(outputs[i])) + " rows " +
+          fail(property::replicas, par::name_of(outputs[i], c) + " rows " +
                                        std::to_string(a[1]) + "+" + std::to_string(a[2]) +
                                        " is replicated on ranks " + std::to_string(rank) +
                                        " and " + std::to_string(q) + " with different bits");

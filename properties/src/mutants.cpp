@@ -2,9 +2,11 @@
 
 #include "strategies/collective_check.hpp"
 #include "strategies/column_parallel.hpp"
+#include "strategies/column_row_pair.hpp"
 #include "strategies/data_parallel.hpp"
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
+#include "strategies/sequence_parallel_pair.hpp"
 #include "strategies/sharded_weights.hpp"
 
 namespace shardcheck::prop {
@@ -77,6 +79,19 @@ constexpr other_mutant<sw> sw_mutants[] = {
      "size raises the peak)",
      property::memory},
 };
+using crp = par::column_row_pair;
+constexpr other_mutant<crp> crp_mutants[] = {
+    {"mutant.crp_wrong_w2_shard", crp::defect::wrong_w2_shard,
+     "column → row pair: forward pairs its hidden units with its W2 shard in reverse (the wrong "
+     "slice of W2)",
+     property::forward},
+};
+using spp = par::sequence_parallel_pair;
+constexpr other_mutant<spp> spp_mutants[] = {
+    {"mutant.spp_scatter_wrong_partition", spp::defect::scatter_wrong_partition,
+     "sequence-parallel pair: forward reduce-scatters Y by a balanced partition, not part.M",
+     property::forward},
+};
 
 // A strategy run with a defect in the native collectives of its mesh. Only cases drawn with
 // backend=native meet the defect; the generators draw both backends, so some of them do.
@@ -147,6 +162,8 @@ par::registry mutant_strategies() {
   for (const auto& m : cp_mutants) r.add(std::make_unique<cp>(m.defect, m.name));
   for (const auto& m : rd_mutants) r.add(std::make_unique<rd>(m.defect, m.name));
   for (const auto& m : sw_mutants) r.add(std::make_unique<sw>(m.defect, m.name));
+  for (const auto& m : crp_mutants) r.add(std::make_unique<crp>(m.defect, m.name));
+  for (const auto& m : spp_mutants) r.add(std::make_unique<spp>(m.defect, m.name));
   for (const auto& m : collective_mutants)
     r.add(std::make_unique<with_collective_defect>(host_named(m.host, m.name), m.defect));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
@@ -162,6 +179,8 @@ std::vector<mutant_info> mutant_catalogue() {
   for (const auto& m : cp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : rd_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : sw_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : crp_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : spp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : collective_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }

@@ -55,9 +55,9 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
         mm.reason = "bitwise";
         return mm;
       }
-      mm.bound = element_bound(m, opt.k_par, opt.k_ref, t, opt.k_mag);
+      mm.bound = opt.mag_is_bound ? m : element_bound(m, opt.k_par, opt.k_ref, t, opt.k_mag);
       if (err <= mm.bound) continue;
-      mm.ratio = ratio_of(err, u, m);
+      mm.ratio = opt.mag_is_bound ? err / m : ratio_of(err, u, m);
       mm.reason = "value";
       return mm;
     }

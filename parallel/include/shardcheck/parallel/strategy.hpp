@@ -39,11 +39,30 @@ struct chain_lengths {
   std::int64_t y = 0, dx = 0, dw = 0;
 };
 
+// One tensor of a case: its kind and, for W and dW, its layer (0 is W_1). A stack of L layers has
+// X, W_1…W_L, Y, dY, dX, dW_1…dW_L; a single layer has the six tensors of all_tensors.
+struct tensor_slot {
+  tensor t = tensor::x;
+  std::size_t layer = 0;
+  tensor_slot() = default;
+  // NOLINTNEXTLINE(google-explicit-constructor): a tensor of a single layer is its slot
+  tensor_slot(tensor kind, std::size_t l = 0) : t(kind), layer(l) {}
+};
+// Every tensor of case c, in that order.
+[[nodiscard]] std::vector<tensor_slot> tensors_of(const run_case& c);
+// The outputs of case c: Y, dX, dW_1…dW_L.
+[[nodiscard]] std::vector<tensor_slot> outputs_of(const run_case& c);
+// "W" for a single layer, "W1", "W2", … in a stack; the other tensors by to_string(tensor).
+[[nodiscard]] std::string name_of(tensor_slot s, const run_case& c);
+
 struct cost_estimate {
   std::vector<ledger_entry> forward, backward;  // this rank's collectives, in order
   // Bytes the strategy allocates above its inputs, at most, in each phase (its outputs included).
   std::int64_t peak_forward = 0, peak_backward = 0;
   chain_lengths chains;
+  // A stack (L > 1): per layer l = 1 … L (index l − 1), y the chain of H_l, dx of dA_{l−1} (dX for
+  // l = 1), dw of dW_l; `chains` is then unused.
+  std::vector<chain_lengths> layer_chains;
 };
 
 class strategy {
@@ -54,10 +73,19 @@ class strategy {
   [[nodiscard]] virtual std::vector<param_spec> params() const { return {}; }
   // The most layers a case of this strategy may have (problem::layers()); 1: a single layer.
   [[nodiscard]] virtual std::size_t max_layers() const { return 1; }
+  // The fewest layers a case of this strategy may have.
+  [[nodiscard]] virtual std::size_t min_layers() const { return 1; }
   // Mesh dimensions for p workers; their product is c.p.
   [[nodiscard]] virtual std::vector<int> mesh_dims(const run_case& c) const { return {c.p}; }
   // One placement per mesh axis for each tensor.
   [[nodiscard]] virtual layout placement_of(tensor t, const run_case& c) const = 0;
+  // The placement of W_{layer+1} or dW_{layer+1} (t is w or dw) in a stack; a single layer's is
+  // placement_of(t, c).
+  [[nodiscard]] virtual layout placement_of_layer(tensor t, std::size_t layer,
+                                                  const run_case& c) const {
+    (void)layer;
+    return placement_of(t, c);
+  }
   [[nodiscard]] virtual cost_estimate cost(const run_case& c, std::span<const int> coords) const = 0;
   // \note collective over ctx.grid. y is allocated by the strategy.
   virtual void forward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
@@ -65,7 +93,22 @@ class strategy {
   // \note collective over ctx.grid. dx and dw are allocated by the strategy.
   virtual void backward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
                         const any_matrix& dy, any_matrix& dx, any_matrix& dw) const = 0;
+  // A stack: ws[l] is this rank's block of W_{l+1}; dws has one (empty) slot per layer, which the
+  // strategy fills. A single layer runs forward / backward above.
+  // \note collective over ctx.grid.
+  virtual void forward_layers(context& ctx, const run_case& c, const any_matrix& x,
+                              std::span<const any_matrix> ws, any_matrix& y) const {
+    forward(ctx, c, x, ws.front(), y);
+  }
+  virtual void backward_layers(context& ctx, const run_case& c, const any_matrix& x,
+                               std::span<const any_matrix> ws, const any_matrix& dy,
+                               any_matrix& dx, std::span<any_matrix> dws) const {
+    backward(ctx, c, x, ws.front(), dy, dx, dws.front());
+  }
 };
+
+// The placement of any tensor of a case (tensors_of).
+[[nodiscard]] layout placement_of(const strategy& s, tensor_slot t, const run_case& c);
 
 // Implements the dtype dispatch: Derived provides
 //   template <class T> void forward_t(context&, const run_case&, const matrix<T>& x,
@@ -73,36 +116,58 @@ class strategy {
 //   template <class T> void backward_t(context&, const run_case&, const matrix<T>& x,
 //                                      const matrix<T>& w, const matrix<T>& dy, matrix<T>& dx,
 //                                      matrix<T>& dw) const;
+// A stack strategy instead provides forward_layers_t and backward_layers_t (the signatures of
+// SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS); its single-layer forward and backward then run
+// them with one weight. A single-layer strategy is adapted to forward_layers unchanged.
 template <class Derived>
 class strategy_base : public strategy {
  public:
   void forward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
                any_matrix& y) const final {
-    if (c.prob.type == dtype::f32) run<float>(ctx, c, x, w, y);
-    else run<double>(ctx, c, x, w, y);
+    forward_layers(ctx, c, x, std::span<const any_matrix>(&w, 1), y);
   }
   void backward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
                 const any_matrix& dy, any_matrix& dx, any_matrix& dw) const final {
-    if (c.prob.type == dtype::f32) run_backward<float>(ctx, c, x, w, dy, dx, dw);
-    else run_backward<double>(ctx, c, x, w, dy, dx, dw);
+    backward_layers(ctx, c, x, std::span<const any_matrix>(&w, 1), dy, dx,
+                    std::span<any_matrix>(&dw, 1));
+  }
+  void forward_layers(context& ctx, const run_case& c, const any_matrix& x,
+                      std::span<const any_matrix> ws, any_matrix& y) const final {
+    if (c.prob.type == dtype::f32) run<float>(ctx, c, x, ws, y);
+    else run<double>(ctx, c, x, ws, y);
+  }
+  void backward_layers(context& ctx, const run_case& c, const any_matrix& x,
+                       std::span<const any_matrix> ws, const any_matrix& dy, any_matrix& dx,
+                       std::span<any_matrix> dws) const final {
+    if (c.prob.type == dtype::f32) run_backward<float>(ctx, c, x, ws, dy, dx, dws);
+    else run_backward<double>(ctx, c, x, ws, dy, dx, dws);
   }
 
  private:
   template <class T>
-  void run(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
+  void run(context& ctx, const run_case& c, const any_matrix& x, std::span<const any_matrix> ws,
            any_matrix& y) const {
     y.template emplace<matrix<T>>();
-    self().template forward_t<T>(ctx, c, std::get<matrix<T>>(x), std::get<matrix<T>>(w),
-                                 std::get<matrix<T>>(y));
+    if constexpr (requires { Derived::stacked_strategy; })
+      self().template forward_layers_t<T>(ctx, c, std::get<matrix<T>>(x), ws,
+                                          std::get<matrix<T>>(y));
+    else
+      self().template forward_t<T>(ctx, c, std::get<matrix<T>>(x),
+                                   std::get<matrix<T>>(ws.front()), std::get<matrix<T>>(y));
   }
   template <class T>
-  void run_backward(context& ctx, const run_case& c, const any_matrix& x, const any_matrix& w,
-                    const any_matrix& dy, any_matrix& dx, any_matrix& dw) const {
+  void run_backward(context& ctx, const run_case& c, const any_matrix& x,
+                    std::span<const any_matrix> ws, const any_matrix& dy, any_matrix& dx,
+                    std::span<any_matrix> dws) const {
     dx.template emplace<matrix<T>>();
-    dw.template emplace<matrix<T>>();
-    self().template backward_t<T>(ctx, c, std::get<matrix<T>>(x), std::get<matrix<T>>(w),
-                                  std::get<matrix<T>>(dy), std::get<matrix<T>>(dx),
-                                  std::get<matrix<T>>(dw));
+    for (any_matrix& dw : dws) dw.template emplace<matrix<T>>();
+    if constexpr (requires { Derived::stacked_strategy; })
+      self().template backward_layers_t<T>(ctx, c, std::get<matrix<T>>(x), ws,
+                                           std::get<matrix<T>>(dy), std::get<matrix<T>>(dx), dws);
+    else
+      self().template backward_t<T>(ctx, c, std::get<matrix<T>>(x),
+                                    std::get<matrix<T>>(ws.front()), std::get<matrix<T>>(dy),
+                                    std::get<matrix<T>>(dx), std::get<matrix<T>>(dws.front()));
   }
   const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
@@ -135,11 +200,50 @@ class strategy_base : public strategy {
   void backward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,      \
                   const matrix<T>& dy, matrix<T>& dx, matrix<T>& dw) const
 
+// The stack counterparts: forward_layers_t / backward_layers_t for both dtypes.
+#define SHARDCHECK_INSTANTIATE_STACK_STRATEGY(Derived)                                            \
+  template void Derived::forward_layers_t<float>(context&, const run_case&, const matrix<float>&, \
+                                                 std::span<const any_matrix>, matrix<float>&)     \
+      const;                                                                                    \
+  template void Derived::forward_layers_t<double>(context&, const run_case&,                      \
+                                                  const matrix<double>&,                          \
+                                                  std::span<const any_matrix>, matrix<double>&)   \
+      const;                                                                                    \
+  template void Derived::backward_layers_t<float>(                                              \
+      context&, const run_case&, const matrix<float>&, std::span<const any_matrix>,             \
+      const matrix<float>&, matrix<float>&, std::span<any_matrix>) const;                       \
+  template void Derived::backward_layers_t<double>(                                             \
+      context&, const run_case&, const matrix<double>&, std::span<const any_matrix>,            \
+      const matrix<double>&, matrix<double>&, std::span<any_matrix>) const
+
+// Declares a stack strategy's members: summary, params, placement_of, placement_of_layer, cost,
+// forward_layers_t (ws[l]: this rank's block of W_{l+1}, each a matrix<T>) and backward_layers_t
+// (fills dws[l], already emplaced as matrix<T>); put it in the public part of the class, with
+// `static constexpr bool stacked_strategy = true;`.
+#define SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS                                                 \
+  [[nodiscard]] std::string summary() const override;                                           \
+  [[nodiscard]] std::vector<param_spec> params() const override;                                \
+  [[nodiscard]] layout placement_of(tensor t, const run_case& c) const override;                \
+  [[nodiscard]] layout placement_of_layer(tensor t, std::size_t layer, const run_case& c)       \
+      const override;                                                                           \
+  [[nodiscard]] cost_estimate cost(const run_case& c, std::span<const int> coords) const override; \
+  template <class T>                                                                            \
+  void forward_layers_t(context& ctx, const run_case& c, const matrix<T>& x,                    \
+                        std::span<const any_matrix> ws, matrix<T>& y) const;                    \
+  template <class T>                                                                            \
+  void backward_layers_t(context& ctx, const run_case& c, const matrix<T>& x,                   \
+                         std::span<const any_matrix> ws, const matrix<T>& dy, matrix<T>& dx,    \
+                         std::span<any_matrix> dws) const
+
 // --- derived from placements: the same rules for every strategy ------------------------------
 
 // The problem dimension names of tensor t's rows and columns: X (M,K), W (N,K) or (K,N), Y and dY
 // (M,N), dX (M,K), dW as W.
 [[nodiscard]] std::pair<std::string, std::string> dim_names(tensor t, weight_layout l);
+// In a stack, widths d_0 = K, d_1 = H, d_2 = H2, …, d_L = N: W_l is (d_l, d_{l−1}) or
+// (d_{l−1}, d_l); a single layer's names are dim_names(t, l) above.
+[[nodiscard]] std::pair<std::string, std::string> dim_names(tensor_slot t, const problem& p);
+// M, N, K, or a hidden width H, H2, H3, ….
 [[nodiscard]] std::int64_t dim_length(const problem& p, const std::string& name);
 
 // A split the case must carry a partition for: key (e.g. "M", or "K@1"), length, parts.
@@ -156,6 +260,8 @@ struct block {
   friend bool operator==(const block&, const block&) = default;
 };
 [[nodiscard]] block block_of(const strategy& s, const run_case& c, tensor t,
+                             std::span<const int> coords);
+[[nodiscard]] block block_of(const strategy& s, const run_case& c, tensor_slot t,
                              std::span<const int> coords);
 // Rank r's coordinates on a mesh (row-major, as MPI_Cart_create without reordering).
 [[nodiscard]] std::vector<int> coords_of(int rank, const std::vector<int>& dims);

@@ -22,6 +22,7 @@ struct compare_options {
   std::int64_t k_par = 0;        // longest chain of additions of the computation under test
   std::int64_t k_ref = 0;        // chain length of the reference (the contraction length)
   std::int64_t k_mag = 0;        // chain length used to compute mag (the contraction length)
+  bool mag_is_bound = false;     // mag already holds each element's bound (a stack's, stack.hpp)
 };
 
 // Compares got against expected (rows×cols, leading dimensions ld_got / ld_exp) with the per-element
