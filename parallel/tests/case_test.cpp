@@ -84,3 +84,26 @@ TEST(Case, SingleLayerStrategiesRefuseStacks) {
   run_case c = run_case::parse("strategy=data_parallel p=1 M=2 N=3 K=4 H=5");
   EXPECT_THROW(complete_and_validate(*r.find("data_parallel"), c), invalid_problem);
 }
+
+TEST(Case, AStackHasATensorPerLayerAndSplitsItsHiddenWidth) {
+  const registry r = builtin_strategies();
+  const strategy& pair = *r.find("column_row_pair");
+  run_case c = run_case::parse("strategy=column_row_pair p=3 M=5 N=4 K=7 H=7 act=relu part.H=3,0,4");
+  complete_and_validate(pair, c);
+  std::vector<std::string> names;
+  for (const tensor_slot& t : tensors_of(c)) names.push_back(name_of(t, c));
+  EXPECT_EQ(names, (std::vector<std::string>{"X", "W1", "W2", "Y", "dY", "dX", "dW1", "dW2"}));
+  const int rank2[] = {2};
+  // out_in: W1 is H×K split by rows, W2 is N×H split by columns, on the same part.H.
+  EXPECT_EQ(block_of(pair, c, tensor_slot{tensor::w, 0}, rank2), (block{3, 4, 0, 7}));
+  EXPECT_EQ(block_of(pair, c, tensor_slot{tensor::dw, 1}, rank2), (block{0, 4, 3, 4}));
+  const auto cost = pair.cost(c, rank2);
+  ASSERT_EQ(cost.forward.size(), 1u);
+  EXPECT_EQ(cost.forward[0].kind, collective::all_reduce);
+  ASSERT_EQ(cost.backward.size(), 1u);
+  EXPECT_EQ(cost.layer_chains.size(), 2u);
+  // A pair needs two layers; a single-layer case names no W1.
+  run_case single = run_case::parse("strategy=column_row_pair p=1 M=1 N=1 K=1");
+  EXPECT_THROW(complete_and_validate(pair, single), invalid_problem);
+  EXPECT_EQ(name_of(tensor_slot{tensor::w, 0}, single), "W");
+}

@@ -108,9 +108,13 @@ tracked through_weight(const tracked& in, std::size_t n, double gp, double gr, A
 // Where the reference's pre-activation h is within delta of zero the two computations may take
 // different branches of f: returns, per element, 0 certainly inactive, 1 certainly active,
 // 2 uncertain.
+// A non-finite h is certain: where the reference's pre-activation is ±Inf or NaN, so is the other
+// computation's (which non-finite value a sum takes does not depend on its order, and the
+// nonfinite property demands exactly that), so both take the same branch — the uncertain set would
+// otherwise multiply an infinite bound by the zeros of masked elements (NaN bounds where both give 0).
 int branch(activation a, double h, double delta) {
   if (a == activation::identity) return 1;
-  if (delta > 0 && std::fabs(h) <= delta) return 2;
+  if (std::isfinite(h) && delta > 0 && std::fabs(h) <= delta) return 2;
   return h > 0 ? 1 : std::isnan(h) ? 1 : 0;
 }
 
