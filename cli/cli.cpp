@@ -137,7 +137,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     }
     rank["peak_bytes_bound"] = {{"forward", cost.peak_forward}, {"backward", cost.peak_backward}};
     if (cost.layer_chains.empty()) {
-      rank["chain_lengths"] = {{"Y", cost.chains.y}, {"dX", cost.chains.dx}, {"dW", cost.chains.dw}};
+      rank["chain_lengths"] = {
+          {"Y", cost.chains.y}, {"dX", cost.chains.dx}, {"dW", cost.chains.dw}};
     } else {
       // Per layer l: H_l (Y for the last), dA_{l−1} (dX for the first), dW_l.
       for (std::size_t l = 0; l < cost.layer_chains.size(); ++l) {

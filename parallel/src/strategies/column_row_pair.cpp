@@ -1,7 +1,5 @@
 #include "strategies/column_row_pair.hpp"
 
-#include "strategies/layer_pair.hpp"
-
 namespace shardcheck::par {
 
 std::string column_row_pair::summary() const {
@@ -9,16 +7,9 @@ std::string column_row_pair::summary() const {
          "Y all-reduced; dX all-reduced; dW1, dW2 sharded";
 }
 
-std::vector<param_spec> column_row_pair::params() const { return {}; }
-
 layout column_row_pair::placement_of(tensor t, const run_case& c) const {
   if (t == tensor::w || t == tensor::dw) return layer_pair::weight_placement(0, c);
   return {placement::R()};
-}
-
-layout column_row_pair::placement_of_layer(tensor /*t*/, std::size_t layer,
-                                           const run_case& c) const {
-  return layer_pair::weight_placement(layer, c);
 }
 
 cost_estimate column_row_pair::cost(const run_case& c, std::span<const int> coords) const {

@@ -13,27 +13,18 @@
 //
 // Example: p = 3, H = 7, part.H = 3,0,4: rank 1 holds no hidden unit, contributes zeros to both
 // all-reduces and its dW_1, dW_2 are empty.
-#include "shardcheck/parallel/strategy.hpp"
+#include "strategies/layer_pair.hpp"
 
 namespace shardcheck::par {
 
-class column_row_pair : public strategy_base<column_row_pair> {
+// Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
+enum class column_row_pair_defect { none, wrong_w2_shard };
+
+class column_row_pair : public layer_pair::pair_strategy<column_row_pair, column_row_pair_defect> {
  public:
-  static constexpr bool stacked_strategy = true;
-  // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-  enum class defect { none, wrong_w2_shard };
-
   explicit column_row_pair(defect d = defect::none, std::string name = "column_row_pair")
-      : defect_(d), name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  [[nodiscard]] std::size_t max_layers() const override { return 2; }
-  [[nodiscard]] std::size_t min_layers() const override { return 2; }
+      : pair_strategy(d, std::move(name)) {}
   SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS;
-
- private:
-  defect defect_;
-  std::string name_;
 };
 
 }  // namespace shardcheck::par

@@ -32,8 +32,8 @@ std::size_t share_of(const run_case& c, std::span<const any_matrix> ws) {
 }  // namespace
 
 template <class T>
-void forward_partial(const run_case& c, std::size_t rows, const T* x, std::span<const any_matrix> ws,
-                     T* h, T* partial, bool reversed_w2) {
+void forward_partial(const run_case& c, std::size_t rows, const T* x,
+                     std::span<const any_matrix> ws, T* h, T* partial, bool reversed_w2) {
   const auto k = static_cast<std::size_t>(c.prob.K), n = static_cast<std::size_t>(c.prob.N);
   const std::size_t hr = share_of<T>(c, ws);
   const auto& w1 = std::get<matrix<T>>(ws[0]);
@@ -47,8 +47,9 @@ void forward_partial(const run_case& c, std::size_t rows, const T* x, std::span<
 }
 
 template <class T>
-void backward_partial(const run_case& c, std::size_t rows, const T* x, std::span<const any_matrix> ws,
-                      const T* dy, T* h, T* da, std::span<any_matrix> dws, T* dx_partial) {
+void backward_partial(const run_case& c, std::size_t rows, const T* x,
+                      std::span<const any_matrix> ws, const T* dy, T* h, T* da,
+                      std::span<any_matrix> dws, T* dx_partial) {
   const auto k = static_cast<std::size_t>(c.prob.K), n = static_cast<std::size_t>(c.prob.N);
   const std::size_t hr = share_of<T>(c, ws);
   const auto& w1 = std::get<matrix<T>>(ws[0]);

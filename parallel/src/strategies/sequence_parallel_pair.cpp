@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "strategies/layer_pair.hpp"
-
 namespace shardcheck::par {
 
 std::string sequence_parallel_pair::summary() const {
@@ -11,16 +9,9 @@ std::string sequence_parallel_pair::summary() const {
          "X all-gathered, Y reduce-scattered; backward all-gathers X and dY, reduce-scatters dX";
 }
 
-std::vector<param_spec> sequence_parallel_pair::params() const { return {}; }
-
 layout sequence_parallel_pair::placement_of(tensor t, const run_case& c) const {
   if (t == tensor::w || t == tensor::dw) return layer_pair::weight_placement(0, c);
   return {placement::S(0)};
-}
-
-layout sequence_parallel_pair::placement_of_layer(tensor /*t*/, std::size_t layer,
-                                                  const run_case& c) const {
-  return layer_pair::weight_placement(layer, c);
 }
 
 cost_estimate sequence_parallel_pair::cost(const run_case& c, std::span<const int> coords) const {

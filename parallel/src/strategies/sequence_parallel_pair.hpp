@@ -12,28 +12,20 @@
 //   in_out: X S(0)  W1 S(1)  W2 S(0)  Y S(0)  dY S(0)  dX S(0)  dW1 S(1)  dW2 S(0)
 //   forward:  all-gather X, reduce-scatter Y
 //   backward: all-gather X, all-gather dY, reduce-scatter dX
-#include "shardcheck/parallel/strategy.hpp"
+#include "strategies/layer_pair.hpp"
 
 namespace shardcheck::par {
 
-class sequence_parallel_pair : public strategy_base<sequence_parallel_pair> {
- public:
-  static constexpr bool stacked_strategy = true;
-  // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-  enum class defect { none, scatter_wrong_partition };
+// Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
+enum class sequence_parallel_pair_defect { none, scatter_wrong_partition };
 
+class sequence_parallel_pair
+    : public layer_pair::pair_strategy<sequence_parallel_pair, sequence_parallel_pair_defect> {
+ public:
   explicit sequence_parallel_pair(defect d = defect::none,
                                   std::string name = "sequence_parallel_pair")
-      : defect_(d), name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  [[nodiscard]] std::size_t max_layers() const override { return 2; }
-  [[nodiscard]] std::size_t min_layers() const override { return 2; }
+      : pair_strategy(d, std::move(name)) {}
   SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS;
-
- private:
-  defect defect_;
-  std::string name_;
 };
 
 }  // namespace shardcheck::par

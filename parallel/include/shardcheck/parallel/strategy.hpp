@@ -216,16 +216,14 @@ class strategy_base : public strategy {
       context&, const run_case&, const matrix<double>&, std::span<const any_matrix>,            \
       const matrix<double>&, matrix<double>&, std::span<any_matrix>) const
 
-// Declares a stack strategy's members: summary, params, placement_of, placement_of_layer, cost,
-// forward_layers_t (ws[l]: this rank's block of W_{l+1}, each a matrix<T>) and backward_layers_t
-// (fills dws[l], already emplaced as matrix<T>); put it in the public part of the class, with
-// `static constexpr bool stacked_strategy = true;`.
+// Declares a stack strategy's members: summary, placement_of, cost, forward_layers_t (ws[l]: this
+// rank's block of W_{l+1}, each a matrix<T>) and backward_layers_t (fills dws[l], already
+// emplaced as matrix<T>); put it in the public part of the class, which also has
+// `static constexpr bool stacked_strategy = true;` and overrides placement_of_layer, max_layers
+// (and params) as it needs.
 #define SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS                                                 \
   [[nodiscard]] std::string summary() const override;                                           \
-  [[nodiscard]] std::vector<param_spec> params() const override;                                \
   [[nodiscard]] layout placement_of(tensor t, const run_case& c) const override;                \
-  [[nodiscard]] layout placement_of_layer(tensor t, std::size_t layer, const run_case& c)       \
-      const override;                                                                           \
   [[nodiscard]] cost_estimate cost(const run_case& c, std::span<const int> coords) const override; \
   template <class T>                                                                            \
   void forward_layers_t(context& ctx, const run_case& c, const matrix<T>& x,                    \
