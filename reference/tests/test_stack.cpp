@@ -238,5 +238,19 @@ TEST(stack, ReluOnCancellingDataStaysWithinTheBound) {
   }
 }
 
+// A pre-activation of −Inf (from an infinite input, so its bound is infinite, not NaN) is masked
+// by both computations, since non-finite sums do not depend on their order: the masked unit's dW2
+// is 0 with a bound of 0, not NaN (∞·0) from an uncertain branch.
+TEST(stack, AnInfinitePreActivationTakesACertainBranch) {
+  const stack_shape s{weight_layout::out_in, {1, 2, 1}, activation::relu};
+  const double inf = INFINITY;
+  const std::vector<double> x{-inf}, w1{1, -1}, w2{1, 1}, dy{1};
+  const std::vector<const double*> ws{w1.data(), w2.data()};
+  const auto e = stack_expect<double>(s, 1, x.data(), ws, dy.data(), reference_chains(s, 1),
+                                      dtype::f64);
+  EXPECT_EQ(e.dw[1][0], 0.0);
+  EXPECT_EQ(e.dw_bound[1][0], 0.0);
+}
+
 }  // namespace
 }  // namespace shardcheck::ref
