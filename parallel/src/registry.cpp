@@ -6,6 +6,7 @@
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
 #include "strategies/sharded_weights.hpp"
+#include "strategies/summa.hpp"
 
 namespace shardcheck::par {
 
@@ -27,6 +28,7 @@ registry builtin_strategies() {
   r.add(std::make_unique<row_parallel>());
   r.add(std::make_unique<redistribute_layer>());
   r.add(std::make_unique<sharded_weights>());
+  r.add(std::make_unique<summa>());
   r.add(std::make_unique<collective_check>(collective::broadcast));
   r.add(std::make_unique<collective_check>(collective::all_to_all));
   return r;

@@ -6,6 +6,7 @@
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
 #include "strategies/sharded_weights.hpp"
+#include "strategies/summa.hpp"
 
 namespace shardcheck::prop {
 
@@ -58,6 +59,12 @@ constexpr other_mutant<rp> rp_mutants[] = {
 constexpr other_mutant<cp> cp_mutants[] = {
     {"mutant.cp_reversed_order", cp::defect::reversed_order,
      "column parallel: Y column blocks concatenated in reverse rank order", property::forward},
+};
+using su = par::summa;
+constexpr other_mutant<su> su_mutants[] = {
+    {"mutant.summa_wrong_row_panel", su::defect::w_panel_wrong_row,
+     "SUMMA: each W panel is broadcast from the next mesh row (its own rows, not the panel's)",
+     property::forward},
 };
 using rd = par::redistribute_layer;
 constexpr other_mutant<rd> rd_mutants[] = {
@@ -147,6 +154,7 @@ par::registry mutant_strategies() {
   for (const auto& m : cp_mutants) r.add(std::make_unique<cp>(m.defect, m.name));
   for (const auto& m : rd_mutants) r.add(std::make_unique<rd>(m.defect, m.name));
   for (const auto& m : sw_mutants) r.add(std::make_unique<sw>(m.defect, m.name));
+  for (const auto& m : su_mutants) r.add(std::make_unique<su>(m.defect, m.name));
   for (const auto& m : collective_mutants)
     r.add(std::make_unique<with_collective_defect>(host_named(m.host, m.name), m.defect));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
@@ -162,6 +170,7 @@ std::vector<mutant_info> mutant_catalogue() {
   for (const auto& m : cp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : rd_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : sw_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : su_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : collective_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }
