@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_bench.hpp"
 #include "shardcheck/parallel/mpi.hpp"
 #include "shardcheck/parallel/strategy.hpp"
 #include "shardcheck/properties/harness.hpp"
@@ -60,20 +61,6 @@ constexpr int nb = 128;              // ScaLAPACK's block size
 constexpr std::uint64_t seed = 1;
 par::comm* world = nullptr;
 const par::summa strategy;
-
-double max_over_ranks(double v) {
-  par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, world->native_handle()),
-                 "MPI_Allreduce");
-  return v;
-}
-
-template <class F>
-double timed(F&& f) {
-  world->barrier();
-  const double t0 = MPI_Wtime();
-  f();
-  return max_over_ranks(MPI_Wtime() - t0);
-}
 
 void report_rate(benchmark::State& st, const shape& sh, double seconds) {
   const double flops = 2.0 * sh.m * sh.n * sh.k;
@@ -119,7 +106,7 @@ void summa_forward(benchmark::State& st, shape sh, int pr) {
   double total = 0;
   for (auto _ : st) {
     par::any_matrix y;
-    const double t = timed([&] { strategy.forward(ctx, c, x, w, y); });
+    const double t = bench::timed(*world, [&] { strategy.forward(ctx, c, x, w, y); });
     total += t;
     st.SetIterationTime(t);
   }
@@ -243,7 +230,7 @@ void pdgemm_forward(benchmark::State& st, shape sh, int pr) {
   pdgemm_run run(sh, pr);
   double total = 0;
   for (auto _ : st) {
-    const double t = timed([&] { run.run(); });
+    const double t = bench::timed(*world, [&] { run.run(); });
     total += t;
     st.SetIterationTime(t);
   }
@@ -255,12 +242,6 @@ bool all_passed(bool mine) {
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, world->native_handle());
   return failed == 0;
 }
-
-class silent : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
 
 }  // namespace
 
@@ -292,19 +273,19 @@ int main(int argc, char** argv) {
         if (!bad.empty()) std::fprintf(stderr, "check failed: %s\n", bad.c_str());
         return 1;
       }
-      worst = max_over_ranks(worst);
+      worst = bench::max_over_ranks(*world, worst);
       if (w.rank() == 0)
         std::printf("checked %s %d×%d: SUMMA worst error %.2f·u·mag, PDGEMM %.2f·u·mag\n", sh.name,
-                    pr, w.size() / pr, max_over_ranks(v.worst_error), worst);
+                    pr, w.size() / pr, bench::max_over_ranks(*world, v.worst_error), worst);
       else
-        (void)max_over_ranks(v.worst_error);
+        (void)bench::max_over_ranks(*world, v.worst_error);
       const std::string suffix = std::string("/") + sh.name + "/grid:" + std::to_string(pr) + "x" +
                                  std::to_string(w.size() / pr);
       for (auto* b : {benchmark::RegisterBenchmark(("summa" + suffix).c_str(), summa_forward, sh, pr),
                       benchmark::RegisterBenchmark(("pdgemm" + suffix).c_str(), pdgemm_forward, sh, pr)})
         b->Iterations(3)->Repetitions(5)->UseManualTime()->Unit(benchmark::kMillisecond);
     }
-  silent quiet;
+  bench::silent_reporter quiet;
   if (w.rank() == 0) benchmark::RunSpecifiedBenchmarks();
   else benchmark::RunSpecifiedBenchmarks(&quiet);
   benchmark::Shutdown();
