@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_bench.hpp"
 #include "shardcheck/parallel/mpi.hpp"
 
 namespace {
@@ -157,12 +158,6 @@ benchmark::IterationCount iterations_for(std::int64_t bytes) {
   return std::clamp<std::int64_t>((std::int64_t{256} << 20) / bytes, 5, 1000);
 }
 
-class null_reporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,7 +190,7 @@ int main(int argc, char** argv) {
     if (world.rank() == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {
-      null_reporter quiet;
+      shardcheck::bench::silent_reporter quiet;
       benchmark::RunSpecifiedBenchmarks(&quiet);
     }
     benchmark::Shutdown();

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "mpi_bench.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/parallel/mpi.hpp"
 #include "shardcheck/parallel/strategy.hpp"
@@ -47,12 +48,6 @@ par::run_case make_case(std::int64_t divisor, int overlap) {
   return c;
 }
 
-double max_over_ranks(double v) {
-  par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, world->native_handle()),
-                 "MPI_Allreduce");
-  return v;
-}
-
 par::matrix<double> block(const par::run_case& c, par::tensor t, std::uint32_t id) {
   const auto coords = std::vector<int>{world->rank()};
   const par::block b = par::block_of(strategy, c, t, coords);
@@ -61,15 +56,6 @@ par::matrix<double> block(const par::run_case& c, par::tensor t, std::uint32_t i
                           static_cast<std::uint64_t>(b.rows), static_cast<std::uint64_t>(b.col0),
                           static_cast<std::uint64_t>(b.cols), m.data.data());
   return m;
-}
-
-// Wall time of f on the slowest rank, the ranks starting together.
-template <class F>
-double timed(F&& f) {
-  world->barrier();
-  const double t0 = MPI_Wtime();
-  f();
-  return max_over_ranks(MPI_Wtime() - t0);
 }
 
 void sharded_forward(benchmark::State& st) {
@@ -99,24 +85,24 @@ void sharded_forward(benchmark::State& st) {
   double sum_overlap = 0, sum_serial = 0, sum_comm = 0, sum_exposed = 0, peak = 0;
   std::int64_t iteration = 0;
   for (auto _ : st) {
-    sum_comm += timed(gathers_only);
+    sum_comm += bench::timed(*world, gathers_only);
     // Alternate which forward runs first, so that neither gains from the other's warm heap.
     double t = 0;
     for (int turn = 0; turn < 2; ++turn) {
       par::any_matrix y;
       if ((turn == 0) == (iteration % 2 == 0)) {
-        sum_serial += timed([&] { strategy.forward(ctx, serial, xa, wa, y); });
+        sum_serial += bench::timed(*world, [&] { strategy.forward(ctx, serial, xa, wa, y); });
         continue;
       }
       double measured = 0;
       const double waited = axis.waited_seconds();
-      t = timed([&] {
+      t = bench::timed(*world, [&] {
         mem::peak_scope scope;
         strategy.forward(ctx, overlapped, xa, wa, y);
         measured = static_cast<double>(scope.peak());
       });
-      peak = std::max(peak, max_over_ranks(measured));
-      sum_exposed += max_over_ranks(axis.waited_seconds() - waited);
+      peak = std::max(peak, bench::max_over_ranks(*world, measured));
+      sum_exposed += bench::max_over_ranks(*world, axis.waited_seconds() - waited);
     }
     ++iteration;
     sum_overlap += t;
@@ -133,14 +119,8 @@ void sharded_forward(benchmark::State& st) {
   st.counters["hidden_by_wait"] = sum_comm > 0 ? 1 - sum_exposed / sum_comm : 0.0;
   st.counters["peak_MiB"] = peak / (1 << 20);
   st.counters["bound_MiB"] =
-      max_over_ranks(static_cast<double>(cost.peak_forward)) / (1 << 20);
+      bench::max_over_ranks(*world, static_cast<double>(cost.peak_forward)) / (1 << 20);
 }
-
-class silent : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
 
 }  // namespace
 
@@ -178,7 +158,7 @@ int main(int argc, char** argv) {
     if (w.rank() == 0) std::printf("checked: %s (worst error %.2f·u·mag)\n", c.to_string().c_str(),
                                    v.worst_error);
   }
-  silent quiet;
+  bench::silent_reporter quiet;
   if (w.rank() == 0) benchmark::RunSpecifiedBenchmarks();
   else benchmark::RunSpecifiedBenchmarks(&quiet);
   benchmark::Shutdown();

@@ -8,6 +8,7 @@
 #include "strategies/row_parallel.hpp"
 #include "strategies/sequence_parallel_pair.hpp"
 #include "strategies/sharded_weights.hpp"
+#include "strategies/summa.hpp"
 
 namespace shardcheck::par {
 
@@ -31,6 +32,7 @@ registry builtin_strategies() {
   r.add(std::make_unique<sharded_weights>());
   r.add(std::make_unique<column_row_pair>());
   r.add(std::make_unique<sequence_parallel_pair>());
+  r.add(std::make_unique<summa>());
   r.add(std::make_unique<collective_check>(collective::broadcast));
   r.add(std::make_unique<collective_check>(collective::all_to_all));
   return r;

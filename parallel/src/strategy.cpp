@@ -171,21 +171,24 @@ void complete_and_validate(const strategy& s, run_case& c) {
   if (c.mode == value_mode::exact && std::max({c.prob.M, c.prob.N, c.prob.K}) > exact_limit)
     throw invalid_problem(who + "exact mode needs M, N, K ≤ " + std::to_string(exact_limit) +
                           " in " + std::string(to_string(c.prob.type)) + " (sums stay exact)");
-  const auto dims = s.mesh_dims(c);
-  const int product = std::accumulate(dims.begin(), dims.end(), 1, std::multiplies<>());
-  if (product != c.p)
-    throw invalid_problem(who + "mesh does not multiply to p=" + std::to_string(c.p));
   for (const param_spec& ps : s.params()) {
     const auto it = c.params.try_emplace(ps.name, ps.fallback).first;
     if (it->second < ps.min || it->second > ps.max)
       throw invalid_problem(who + ps.name + "=" + std::to_string(it->second) + " is outside [" +
                             std::to_string(ps.min) + ", " + std::to_string(ps.max) + "]");
+    if (ps.divides_p && (it->second < 1 || c.p % it->second != 0))
+      throw invalid_problem(who + ps.name + "=" + std::to_string(it->second) +
+                            " must divide p=" + std::to_string(c.p));
   }
   for (const auto& [key, value] : c.params) {
     bool declared = false;
     for (const param_spec& ps : s.params()) declared = declared || ps.name == key;
     if (!declared) throw invalid_problem(who + "unknown parameter '" + key + "'");
   }
+  const auto dims = s.mesh_dims(c);
+  const int product = std::accumulate(dims.begin(), dims.end(), 1, std::multiplies<>());
+  if (product != c.p)
+    throw invalid_problem(who + "mesh does not multiply to p=" + std::to_string(c.p));
   const auto needed = splits_of(s, c);
   for (const split& sp : needed) {
     const auto it = c.parts.try_emplace(sp.key, partition::balanced(sp.length, sp.parts)).first;

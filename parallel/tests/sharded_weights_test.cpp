@@ -1,19 +1,11 @@
 #include <gtest/gtest.h>
 
+#include "completed_case.hpp"
 #include "shardcheck/parallel/registry.hpp"
 #include "strategies/sharded_weights.hpp"
 
 using namespace shardcheck;
 using namespace shardcheck::par;
-
-namespace {
-run_case completed(const std::string& line) {
-  const registry r = builtin_strategies();
-  run_case c = run_case::parse(line);
-  complete_and_validate(*r.find("sharded_weights"), c);
-  return c;
-}
-}  // namespace
 
 TEST(ShardedWeights, TheHeaderExample) {
   const run_case c = completed(

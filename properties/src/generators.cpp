@@ -46,6 +46,13 @@ rc::Gen<std::int64_t> parameter(const par::param_spec& ps) {
         })}});
 }
 
+rc::Gen<std::int64_t> divisor_of(int p) {
+  std::vector<std::int64_t> divisors;
+  for (int d = 1; d <= p; ++d)
+    if (p % d == 0) divisors.push_back(d);
+  return rc::gen::elementOf(divisors);
+}
+
 rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
                                 std::optional<par::backend> forced) {
   // At full size from the first case: worker counts and shapes are drawn evenly over their whole
@@ -76,7 +83,7 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
     c.backend = forced ? *forced : *rc::gen::element(par::backend::mpi, par::backend::native);
     for (const par::param_spec& ps : s.params())
-      c.params[ps.name] = *parameter(ps);
+      c.params[ps.name] = ps.divides_p ? *divisor_of(c.p) : *parameter(ps);
     for (const par::split& sp : par::splits_of(s, c))
       c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
     par::complete_and_validate(s, c);

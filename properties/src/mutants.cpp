@@ -8,6 +8,7 @@
 #include "strategies/row_parallel.hpp"
 #include "strategies/sequence_parallel_pair.hpp"
 #include "strategies/sharded_weights.hpp"
+#include "strategies/summa.hpp"
 
 namespace shardcheck::prop {
 
@@ -60,6 +61,12 @@ constexpr other_mutant<rp> rp_mutants[] = {
 constexpr other_mutant<cp> cp_mutants[] = {
     {"mutant.cp_reversed_order", cp::defect::reversed_order,
      "column parallel: Y column blocks concatenated in reverse rank order", property::forward},
+};
+using su = par::summa;
+constexpr other_mutant<su> su_mutants[] = {
+    {"mutant.summa_wrong_row_panel", su::defect::w_panel_wrong_row,
+     "SUMMA: each W panel is broadcast from the next mesh row (its own rows, not the panel's)",
+     property::forward},
 };
 using rd = par::redistribute_layer;
 constexpr other_mutant<rd> rd_mutants[] = {
@@ -164,6 +171,7 @@ par::registry mutant_strategies() {
   for (const auto& m : sw_mutants) r.add(std::make_unique<sw>(m.defect, m.name));
   for (const auto& m : crp_mutants) r.add(std::make_unique<crp>(m.defect, m.name));
   for (const auto& m : spp_mutants) r.add(std::make_unique<spp>(m.defect, m.name));
+  for (const auto& m : su_mutants) r.add(std::make_unique<su>(m.defect, m.name));
   for (const auto& m : collective_mutants)
     r.add(std::make_unique<with_collective_defect>(host_named(m.host, m.name), m.defect));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
@@ -181,6 +189,7 @@ std::vector<mutant_info> mutant_catalogue() {
   for (const auto& m : sw_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : crp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : spp_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : su_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : collective_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }

@@ -31,6 +31,9 @@ struct param_spec {
   // A smaller value never raises the measured peak (e.g. a bucket size): the memory property
   // re-runs each case with a smaller value and checks exactly that.
   bool memory_monotone = false;
+  // The value must divide the case's worker count p (e.g. the rows of a pr × (p/pr) mesh): the
+  // generators draw one of p's divisors, and validation rejects any other value.
+  bool divides_p = false;
 };
 
 // Longest chain of additions behind one element of each output (local share + reduction depth,

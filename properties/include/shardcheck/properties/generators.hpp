@@ -14,6 +14,8 @@ namespace shardcheck::prop {
 [[nodiscard]] rc::Gen<par::partition> partition_of(std::int64_t n, int parts);
 // A value of a strategy parameter; wide ranges are drawn evenly over scales.
 [[nodiscard]] rc::Gen<std::int64_t> parameter(const par::param_spec& ps);
+// One of p's divisors, each equally likely (a divides_p parameter: the rows of a 2D mesh).
+[[nodiscard]] rc::Gen<std::int64_t> divisor_of(int p);
 // A complete, validated case for strategy s with 1 ≤ p ≤ max_p, on the backend `forced` or, without
 // it, on one drawn from both.
 [[nodiscard]] rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,

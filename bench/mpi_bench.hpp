@@ -1,0 +1,36 @@
+#pragma once
+// What every benchmark under MPI shares: the slowest rank's wall time of a step (the manual time
+// of an iteration), a max over ranks, and a reporter for the ranks that do not report (only rank
+// 0 prints; every rank runs the same iterations, so that their collectives match).
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <vector>
+
+#include "shardcheck/parallel/mpi.hpp"
+
+namespace shardcheck::bench {
+
+// \note collective over c.
+inline double max_over_ranks(par::comm& c, double v) {
+  par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, c.native_handle()),
+                 "MPI_Allreduce");
+  return v;
+}
+
+// Wall time of f on the slowest rank, the ranks starting together. \note collective over c.
+template <class F>
+double timed(par::comm& c, F&& f) {
+  c.barrier();
+  const double t0 = MPI_Wtime();
+  f();
+  return max_over_ranks(c, MPI_Wtime() - t0);
+}
+
+class silent_reporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace shardcheck::bench

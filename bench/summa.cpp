@@ -1,0 +1,293 @@
+// SUMMA against ScaLAPACK's PDGEMM: the forward Y = X·Wᵀ (out_in, double) of two shapes, square
+// 2048³ and skinny M = 8192, N = K = 512, on the same pr × pc grid of the run's ranks, both grids
+// of two ranks (1×2 and 2×1). SUMMA runs on shardcheck's blocks (one block per rank, K panels
+// broadcast along the mesh rows and columns); PDGEMM on ScaLAPACK's 2D block-cyclic layout
+// (blocks of nb × nb, the usual way to call it), BLACS grid pr × pc in row-major order, so that
+// BLACS process (i, j) is the rank SUMMA calls (i, j). Both use the same OpenBLAS dgemm
+// (libblas.so.3 is OpenBLAS on Debian) with one thread per rank.
+// Each configuration's result is checked once before timing against the single-device reference
+// within the derived per-element bound (γ_kpar + γ_kref)·(|X||W|ᵀ)_ij: SUMMA through the forward
+// property, PDGEMM block by block with k_par = K (it adds the K panels into C one after another,
+// the same chain as SUMMA's).
+//
+//   mpirun -n 2 build/bench/shardcheck_bench_summa
+//
+// Counter GFLOPs = 2·M·N·K / time. Iterations and repetitions are fixed (every rank must run the
+// same collectives); the manual time of an iteration is the slowest rank's; only rank 0 reports.
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "mpi_bench.hpp"
+#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/properties/harness.hpp"
+#include "shardcheck/reference/bound.hpp"
+#include "shardcheck/reference/check.hpp"
+#include "shardcheck/reference/data.hpp"
+#include "shardcheck/reference/gemm.hpp"
+#include "strategies/summa.hpp"
+
+extern "C" {
+void Cblacs_get(int context, int what, int* value);
+void Cblacs_gridinit(int* context, const char* order, int nprow, int npcol);
+void Cblacs_gridinfo(int context, int* nprow, int* npcol, int* myrow, int* mycol);
+void Cblacs_gridexit(int context);
+int numroc_(const int* n, const int* nb, const int* iproc, const int* isrcproc, const int* nprocs);
+void descinit_(int* desc, const int* m, const int* n, const int* mb, const int* nb,
+               const int* irsrc, const int* icsrc, const int* ictxt, const int* lld, int* info);
+void pdgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+             const double* alpha, const double* a, const int* ia, const int* ja, const int* desca,
+             const double* b, const int* ib, const int* jb, const int* descb, const double* beta,
+             double* c, const int* ic, const int* jc, const int* descc);
+}
+
+namespace {
+
+using namespace shardcheck;
+struct shape {
+  const char* name;
+  int m, n, k;
+};
+constexpr shape shapes[] = {{"square", 2048, 2048, 2048}, {"skinny", 8192, 512, 512}};
+constexpr int grid_rows[] = {1, 2};  // pr; pc = ranks / pr
+constexpr int nb = 128;              // ScaLAPACK's block size
+constexpr std::uint64_t seed = 1;
+par::comm* world = nullptr;
+const par::summa strategy;
+
+void report_rate(benchmark::State& st, const shape& sh, double seconds) {
+  const double flops = 2.0 * sh.m * sh.n * sh.k;
+  st.counters["GFLOPs"] = seconds > 0 ? flops * static_cast<double>(st.iterations()) / seconds / 1e9 : 0;
+}
+
+// --- SUMMA ------------------------------------------------------------------------------------
+
+par::run_case summa_case(const shape& sh, int pr) {
+  par::run_case c;
+  c.strategy = strategy.name();
+  c.p = world->size();
+  c.prob.M = sh.m;
+  c.prob.N = sh.n;
+  c.prob.K = sh.k;
+  c.prob.type = dtype::f64;
+  c.prob.layout = weight_layout::out_in;
+  c.mode = value_mode::uniform;
+  c.seed = seed;
+  c.params = {{"pr", pr}};
+  par::complete_and_validate(strategy, c);
+  return c;
+}
+
+par::any_matrix summa_block(const par::run_case& c, par::tensor t, ref::tensor_id id) {
+  const par::block b = par::block_of(strategy, c, t, par::coords_of(world->rank(), strategy.mesh_dims(c)));
+  par::matrix<double> m(static_cast<std::size_t>(b.rows), static_cast<std::size_t>(b.cols));
+  ref::fill_block<double>(c.mode, c.seed, static_cast<std::uint32_t>(id),
+                          static_cast<std::uint64_t>(b.row0), static_cast<std::uint64_t>(b.rows),
+                          static_cast<std::uint64_t>(b.col0), static_cast<std::uint64_t>(b.cols),
+                          m.data.data());
+  return m;
+}
+
+void summa_forward(benchmark::State& st, shape sh, int pr) {
+  const par::run_case c = summa_case(sh, pr);
+  const par::any_matrix x = summa_block(c, par::tensor::x, ref::tensor_id::x);
+  const par::any_matrix w = summa_block(c, par::tensor::w, ref::tensor_id::w);
+  par::mesh grid(*world, strategy.mesh_dims(c));
+  par::ledger log;
+  par::context ctx{grid, log};
+  grid.attach(nullptr, false);
+  double total = 0;
+  for (auto _ : st) {
+    par::any_matrix y;
+    const double t = bench::timed(*world, [&] { strategy.forward(ctx, c, x, w, y); });
+    total += t;
+    st.SetIterationTime(t);
+  }
+  report_rate(st, sh, total);
+}
+
+// --- PDGEMM -----------------------------------------------------------------------------------
+
+// One distributed matrix in ScaLAPACK's layout: rows × cols, nb × nb blocks dealt cyclically over
+// the grid, stored column-major with leading dimension lld.
+struct scalapack_matrix {
+  int rows = 0, cols = 0, local_rows = 0, local_cols = 0;
+  int desc[9] = {};
+  std::vector<double> data;
+};
+
+class pdgemm_run {
+ public:
+  pdgemm_run(const shape& sh, int pr) : sh_(sh) {
+    const int pc = world->size() / pr;
+    Cblacs_get(-1, 0, &context_);
+    Cblacs_gridinit(&context_, "Row", pr, pc);
+    Cblacs_gridinfo(context_, &nprow_, &npcol_, &myrow_, &mycol_);
+    a_ = make(sh.m, sh.k, ref::tensor_id::x);  // X, M×K
+    b_ = make(sh.n, sh.k, ref::tensor_id::w);  // W, N×K (out_in)
+    c_ = make(sh.m, sh.n, std::nullopt);       // Y, M×N
+  }
+  ~pdgemm_run() { Cblacs_gridexit(context_); }
+  pdgemm_run(const pdgemm_run&) = delete;
+  pdgemm_run& operator=(const pdgemm_run&) = delete;
+
+  // Y = X·Wᵀ.
+  void run() {
+    const int one = 1;
+    const double alpha = 1, beta = 0;
+    pdgemm_("N", "T", &sh_.m, &sh_.n, &sh_.k, &alpha, a_.data.data(), &one, &one, a_.desc,
+            b_.data.data(), &one, &one, b_.desc, &beta, c_.data.data(), &one, &one, c_.desc);
+  }
+
+  // This rank's blocks of Y against the reference within the derived bound; the first failure.
+  [[nodiscard]] std::string check(double& worst) const {
+    ref::compare_options opt;
+    opt.k_par = opt.k_ref = opt.k_mag = sh_.k;
+    const auto k = static_cast<std::size_t>(sh_.k);
+    const double u = ref::unit_roundoff(dtype::f64);
+    std::string bad;
+    for_each_block(c_, [&](int r0, int mr, int c0, int nc, int li, int lj) {
+      if (!bad.empty()) return;
+      const auto rows = static_cast<std::size_t>(mr), cols = static_cast<std::size_t>(nc);
+      std::vector<double> x(rows * k), w(cols * k), want(rows * cols), mag(rows * cols),
+          got(rows * cols);
+      ref::fill_block<double>(value_mode::uniform, seed, static_cast<std::uint32_t>(ref::tensor_id::x),
+                              static_cast<std::uint64_t>(r0), rows, 0, k, x.data());
+      ref::fill_block<double>(value_mode::uniform, seed, static_cast<std::uint32_t>(ref::tensor_id::w),
+                              static_cast<std::uint64_t>(c0), cols, 0, k, w.data());
+      ref::linear_forward<double>(weight_layout::out_in, rows, cols, k, x.data(), w.data(), want.data());
+      ref::magnitude_forward<double>(weight_layout::out_in, rows, cols, k, x.data(), w.data(),
+                                     mag.data());
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < cols; ++j)
+          got[i * cols + j] = c_.data[static_cast<std::size_t>(lj) * static_cast<std::size_t>(c_.desc[8]) +
+                                      static_cast<std::size_t>(li) + j * static_cast<std::size_t>(c_.desc[8]) + i];
+      for (std::size_t i = 0; i < got.size(); ++i)
+        if (mag[i] > 0) worst = std::max(worst, std::abs(got[i] - want[i]) / (u * mag[i]));
+      const auto m = ref::compare_block<double>(rows, cols, got.data(), cols, want.data(), cols,
+                                                mag.data(), cols, opt);
+      if (m)
+        bad = "PDGEMM Y[" + std::to_string(r0 + static_cast<int>(m->row)) + ", " +
+              std::to_string(c0 + static_cast<int>(m->col)) + "]: got " + std::to_string(m->got) +
+              ", expected " + std::to_string(m->expected) + ", bound " + std::to_string(m->bound);
+    });
+    return bad;
+  }
+
+ private:
+  // f(global row0, rows, global col0, cols, local row0, local col0) for each local block.
+  template <class F>
+  void for_each_block(const scalapack_matrix& mat, F&& f) const {
+    for (int lj = 0; lj < mat.local_cols; lj += nb) {
+      const int c0 = (lj / nb * npcol_ + mycol_) * nb, nc = std::min(nb, mat.cols - c0);
+      for (int li = 0; li < mat.local_rows; li += nb) {
+        const int r0 = (li / nb * nprow_ + myrow_) * nb, mr = std::min(nb, mat.rows - r0);
+        f(r0, mr, c0, nc, li, lj);
+      }
+    }
+  }
+
+  scalapack_matrix make(int rows, int cols, std::optional<ref::tensor_id> id) const {
+    scalapack_matrix mat;
+    mat.rows = rows;
+    mat.cols = cols;
+    const int zero = 0;
+    mat.local_rows = numroc_(&rows, &nb, &myrow_, &zero, &nprow_);
+    mat.local_cols = numroc_(&cols, &nb, &mycol_, &zero, &npcol_);
+    const int lld = std::max(1, mat.local_rows);
+    int info = 0;
+    descinit_(mat.desc, &rows, &cols, &nb, &nb, &zero, &zero, &context_, &lld, &info);
+    if (info != 0) throw error("descinit_ failed: info " + std::to_string(info));
+    mat.data.assign(static_cast<std::size_t>(lld) * static_cast<std::size_t>(std::max(1, mat.local_cols)), 0.0);
+    if (!id) return mat;
+    std::vector<double> tile(static_cast<std::size_t>(nb) * nb);
+    for_each_block(mat, [&](int r0, int mr, int c0, int nc, int li, int lj) {
+      ref::fill_block<double>(value_mode::uniform, seed, static_cast<std::uint32_t>(*id),
+                              static_cast<std::uint64_t>(r0), static_cast<std::uint64_t>(mr),
+                              static_cast<std::uint64_t>(c0), static_cast<std::uint64_t>(nc),
+                              tile.data());
+      for (int i = 0; i < mr; ++i)
+        for (int j = 0; j < nc; ++j)
+          mat.data[static_cast<std::size_t>(lj + j) * static_cast<std::size_t>(lld) +
+                   static_cast<std::size_t>(li + i)] = tile[static_cast<std::size_t>(i * nc + j)];
+    });
+    return mat;
+  }
+
+  shape sh_;
+  int context_ = 0, nprow_ = 0, npcol_ = 0, myrow_ = 0, mycol_ = 0;
+  scalapack_matrix a_, b_, c_;
+};
+
+void pdgemm_forward(benchmark::State& st, shape sh, int pr) {
+  pdgemm_run run(sh, pr);
+  double total = 0;
+  for (auto _ : st) {
+    const double t = bench::timed(*world, [&] { run.run(); });
+    total += t;
+    st.SetIterationTime(t);
+  }
+  report_rate(st, sh, total);
+}
+
+bool all_passed(bool mine) {
+  int failed = mine ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, world->native_handle());
+  return failed == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  par::environment env(argc, argv);
+  par::comm w = par::comm::world();
+  world = &w;
+  benchmark::Initialize(&argc, argv);
+  for (const shape& sh : shapes)
+    for (int pr : grid_rows) {
+      if (w.size() % pr != 0) continue;
+      // Check once before timing: SUMMA through the forward property, PDGEMM block by block.
+      const par::run_case c = summa_case(sh, pr);
+      const auto v = prop::run_on_rank(strategy, c, w,
+                                       static_cast<unsigned>(prop::property::runs) |
+                                           static_cast<unsigned>(prop::property::forward));
+      if (!all_passed(v.failed == 0)) {
+        if (v.failed != 0) std::fprintf(stderr, "SUMMA check failed: %s\n", v.message.c_str());
+        return 1;
+      }
+      double worst = 0;
+      std::string bad;
+      {
+        pdgemm_run run(sh, pr);
+        run.run();
+        bad = run.check(worst);
+      }
+      if (!all_passed(bad.empty())) {
+        if (!bad.empty()) std::fprintf(stderr, "check failed: %s\n", bad.c_str());
+        return 1;
+      }
+      worst = bench::max_over_ranks(*world, worst);
+      if (w.rank() == 0)
+        std::printf("checked %s %d×%d: SUMMA worst error %.2f·u·mag, PDGEMM %.2f·u·mag\n", sh.name,
+                    pr, w.size() / pr, bench::max_over_ranks(*world, v.worst_error), worst);
+      else
+        (void)bench::max_over_ranks(*world, v.worst_error);
+      const std::string suffix = std::string("/") + sh.name + "/grid:" + std::to_string(pr) + "x" +
+                                 std::to_string(w.size() / pr);
+      for (auto* b : {benchmark::RegisterBenchmark(("summa" + suffix).c_str(), summa_forward, sh, pr),
+                      benchmark::RegisterBenchmark(("pdgemm" + suffix).c_str(), pdgemm_forward, sh, pr)})
+        b->Iterations(3)->Repetitions(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+    }
+  bench::silent_reporter quiet;
+  if (w.rank() == 0) benchmark::RunSpecifiedBenchmarks();
+  else benchmark::RunSpecifiedBenchmarks(&quiet);
+  benchmark::Shutdown();
+  return 0;
+}
