@@ -11,7 +11,8 @@
 // rank 0 reports (and writes --benchmark_out).
 //
 // Counters (medians over repetitions are reported):
-//   GFLOP/s              2·M·N·K / time of the slowest rank.
+//   GFLOP/s              2·M·N·K / time of the slowest rank; for a stack, 2·M·Σ d_{l−1}·d_l
+//                        (two layers: 2·M·(K·H + H·N)).
 //   comm_share           time inside MPI communication calls / iteration time, taking the rank
 //                        that spent the most time in them (see `collective_clock`: measured
 //                        through the MPI profiling interface, so it includes waiting for slower
@@ -31,9 +32,14 @@
 // repeated allocation reuses warm pages. --shardcheck_cold_pages keeps glibc's defaults, to
 // measure that cost.
 //
+// Stacks: a strategy that needs L = min_layers() > 1 layers runs each shape as a stack of L layers,
+// every hidden width H = K and act=relu (named <shape>/H=K[,K…]/relu), with reference/<that name>
+// the same stack on one rank (ref::stack_forward), so ideal_speedup_ratio compares like with like.
+//
 // Each benchmark checks its result once before timing: sampled rows of this rank's Y block against
-// a plain triple loop, within the error bound of reference/bound.hpp; a wrong result aborts the
-// whole job with MPI_Abort and the case's replay line.
+// a plain triple loop, within the error bound of reference/bound.hpp (a stack: against
+// ref::stack_expect, within its per-element bound for the strategy's chains per layer); a wrong
+// result aborts the whole job with MPI_Abort and the case's replay line.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <mpi.h>
@@ -42,6 +48,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +70,7 @@
 #include "shardcheck/reference/check.hpp"
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/stack.hpp"
 
 namespace sc = shardcheck;
 namespace par = shardcheck::par;
@@ -172,9 +180,10 @@ namespace {
 using matrix = par::matrix<double>;
 
 struct shape {
-  std::string name;  // M×N×K
+  std::string name;  // M×N×K, and for a stack /H=…/relu
   std::int64_t m, n, k;
   int iterations;    // per repetition, fixed (see the top of the file)
+  std::size_t layers = 1;  // a stack when > 1: every hidden width is K, act=relu
 };
 constexpr int repetitions = 5;
 const std::vector<shape> shapes = {
@@ -185,8 +194,18 @@ const std::vector<shape> shapes = {
 constexpr std::uint64_t seed = 20240601;
 constexpr auto mode = sc::value_mode::uniform;
 
-[[nodiscard]] double flops(const shape& s) {
-  return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+// sh as a stack of `layers` layers (hidden widths K, act=relu); sh itself when layers is 1.
+[[nodiscard]] shape stack_of(const shape& sh, std::size_t layers) {
+  shape s = sh;
+  s.layers = layers;
+  if (layers <= 1) return s;
+  s.name += "/H=";
+  for (std::size_t l = 1; l < layers; ++l) {
+    if (l > 1) s.name += ',';
+    s.name += std::to_string(sh.k);
+  }
+  s.name += "/relu";
+  return s;
 }
 
 [[nodiscard]] sc::problem problem_of(const shape& s) {
@@ -196,7 +215,20 @@ constexpr auto mode = sc::value_mode::uniform;
   p.K = s.k;
   p.type = sc::dtype::f64;
   p.layout = sc::weight_layout::out_in;
+  if (s.layers > 1) {
+    p.hidden.assign(s.layers - 1, s.k);
+    p.act = sc::activation::relu;
+  }
   return p;
+}
+
+// 2·M·Σ_l d_{l−1}·d_l: 2·M·N·K for one layer, 2·M·(K·H + H·N) for two.
+[[nodiscard]] double flops(const shape& s) {
+  const std::vector<std::int64_t> d = problem_of(s).widths();
+  double sum = 0;
+  for (std::size_t l = 1; l < d.size(); ++l)
+    sum += static_cast<double>(d[l - 1]) * static_cast<double>(d[l]);
+  return 2.0 * static_cast<double>(s.m) * sum;
 }
 
 [[noreturn]] void abort_job(const std::string& message) {
@@ -208,13 +240,35 @@ constexpr auto mode = sc::value_mode::uniform;
   std::abort();
 }
 
-[[nodiscard]] matrix generate(ref::tensor_id id, const par::block& b) {
+// The data of W_{layer+1}, as properties/src/harness.cpp generates it: W_1 is tensor_id::w, W_2
+// tensor_id::w2, W_l for l ≥ 3 id 8 + l.
+[[nodiscard]] std::uint32_t weight_id(std::size_t layer) {
+  if (layer == 0) return static_cast<std::uint32_t>(ref::tensor_id::w);
+  if (layer == 1) return static_cast<std::uint32_t>(ref::tensor_id::w2);
+  return static_cast<std::uint32_t>(8 + layer + 1);
+}
+
+[[nodiscard]] matrix generate(std::uint32_t id, const par::block& b) {
   matrix m(static_cast<std::size_t>(b.rows), static_cast<std::size_t>(b.cols));
-  ref::fill_block<double>(mode, seed, static_cast<std::uint32_t>(id),
+  ref::fill_block<double>(mode, seed, id,
                           static_cast<std::uint64_t>(b.row0), static_cast<std::uint64_t>(b.rows),
                           static_cast<std::uint64_t>(b.col0), static_cast<std::uint64_t>(b.cols),
                           m.data.data());
   return m;
+}
+[[nodiscard]] matrix generate(ref::tensor_id id, const par::block& b) {
+  return generate(static_cast<std::uint32_t>(id), b);
+}
+
+// Every weight of a stack in full: W_1 … W_L.
+[[nodiscard]] std::vector<matrix> stack_weights(const sc::problem& p) {
+  const std::vector<std::int64_t> d = p.widths();
+  const bool out_in = p.layout == sc::weight_layout::out_in;
+  std::vector<matrix> ws;
+  for (std::size_t l = 0; l + 1 < d.size(); ++l)
+    ws.push_back(generate(weight_id(l), out_in ? par::block{0, d[l + 1], 0, d[l]}
+                                               : par::block{0, d[l], 0, d[l + 1]}));
+  return ws;
 }
 
 // Checks about 8 evenly spaced rows (first and last included) of y, this rank's block b of Y,
@@ -256,6 +310,65 @@ constexpr auto mode = sc::value_mode::uniform;
     os << "Y[i=" << b.row0 + li << ", j=" << b.col0 + static_cast<std::int64_t>(bad->col)
        << "]: got " << bad->got << ", expected " << bad->expected << ", bound " << bad->bound
        << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref << ")";
+    if (!bad->reason.empty()) os << " [" << bad->reason << "]";
+    return os.str();
+  }
+  return {};
+}
+
+// A stack's counterpart of check_y: about 8 evenly spaced rows of y (this rank's block b of Y)
+// against ref::stack_expect on the same rows of X, within its per-element bound for the chains
+// per layer `chains` (the strategy's cost().layer_chains). Returns an empty string when they pass.
+[[nodiscard]] std::string check_stack_y(const sc::problem& p, const par::block& b, const matrix& y,
+                                        const std::vector<par::chain_lengths>& chains) {
+  std::ostringstream os;
+  os.precision(17);
+  if (static_cast<std::int64_t>(y.rows) != b.rows || static_cast<std::int64_t>(y.cols) != b.cols) {
+    os << "Y block is " << y.rows << "×" << y.cols << ", its placement says " << b.rows << "×"
+       << b.cols;
+    return os.str();
+  }
+  if (b.rows == 0 || b.cols == 0) return {};
+  const ref::stack_shape shape{p.layout, p.widths(), p.act};
+  if (chains.size() != shape.layers()) {
+    os << "the cost model gives chains for " << chains.size() << " layer(s), the stack has "
+       << shape.layers();
+    return os.str();
+  }
+  ref::stack_chains par_chains;
+  for (const par::chain_lengths& l : chains) {
+    par_chains.h.push_back(l.y);
+    par_chains.da.push_back(l.dx);
+    par_chains.dw.push_back(l.dw);
+  }
+  const std::vector<matrix> ws = stack_weights(p);
+  std::vector<const double*> w_ptrs;
+  for (const matrix& w : ws) w_ptrs.push_back(w.data.data());
+  const std::int64_t samples = std::min<std::int64_t>(b.rows, 8);
+  std::vector<std::int64_t> picked;
+  const auto k = static_cast<std::size_t>(p.K), n = static_cast<std::size_t>(p.N);
+  std::vector<double> x(static_cast<std::size_t>(samples) * k);
+  for (std::int64_t s = 0; s < samples; ++s) {
+    const std::int64_t li = samples == 1 ? 0 : s * (b.rows - 1) / (samples - 1);
+    picked.push_back(li);
+    const matrix row = generate(ref::tensor_id::x, {b.row0 + li, 1, 0, p.K});
+    std::copy(row.data.begin(), row.data.end(), x.begin() + static_cast<std::ptrdiff_t>(s) *
+                                                              static_cast<std::ptrdiff_t>(k));
+  }
+  const auto want = ref::stack_expect<double>(shape, static_cast<std::size_t>(samples), x.data(),
+                                              w_ptrs, nullptr, par_chains, p.type);
+  ref::compare_options opt;
+  opt.mag_is_bound = true;
+  const auto cols = static_cast<std::size_t>(b.cols), col0 = static_cast<std::size_t>(b.col0);
+  for (std::size_t s = 0; s < picked.size(); ++s) {
+    const std::int64_t li = picked[s];
+    const auto bad = ref::compare_block<double>(
+        1, cols, y.row(static_cast<std::size_t>(li)), cols, want.y.data() + s * n + col0, n,
+        want.y_bound.data() + s * n + col0, n, opt);
+    if (!bad) continue;
+    os << "Y[i=" << b.row0 + li << ", j=" << b.col0 + static_cast<std::int64_t>(bad->col)
+       << "]: got " << bad->got << ", expected " << bad->expected << ", stack bound "
+       << bad->bound << " (error = " << bad->ratio << "·bound)";
     if (!bad->reason.empty()) os << " [" << bad->reason << "]";
     return os.str();
   }
@@ -312,13 +425,16 @@ std::map<std::string, std::vector<double>> reference_seconds;
 // What a benchmark keeps between its repetitions: inputs, mesh, and the one-time check. Rebuilt
 // (collectively: every rank runs the same benchmarks in the same order) when the benchmark changes.
 struct reference_setup {
-  matrix x, w, y;
+  matrix x, y;
+  std::vector<matrix> ws;  // W_1 … W_L (one for a single layer)
+  std::vector<const double*> w_ptrs;
 };
 
 struct strategy_setup {
   par::run_case c;
   par::mesh grid;
-  par::any_matrix x, w, y;
+  par::any_matrix x, y;
+  std::vector<par::any_matrix> ws;  // this rank's blocks of W_1 … W_L
   par::ledger log;
   double bytes_moved = 0, peak_bytes = 0;
   strategy_setup(par::run_case rc, const par::comm& world, std::vector<int> dims)
@@ -334,26 +450,45 @@ class bench_state {
     const auto m = static_cast<std::size_t>(p.M), n = static_cast<std::size_t>(p.N),
                k = static_cast<std::size_t>(p.K);
     const bool root = world_.rank() == 0;
+    const bool stack = p.layers() > 1;
+    const ref::stack_shape stack_shape{p.layout, p.widths(), p.act};
     const std::string key = "reference/" + sh.name;
     if (key_ != key) {
       reset();
       key_ = key;
       ref_ = std::make_unique<reference_setup>();
       if (root) {
-        ref_->x = generate(ref::tensor_id::x, {0, p.M, 0, p.K});
-        ref_->w = generate(ref::tensor_id::w, {0, p.N, 0, p.K});
-        ref_->y = matrix(m, n);
-        ref::linear_forward<double>(p.layout, m, n, k, ref_->x.data.data(), ref_->w.data.data(),
-                                    ref_->y.data.data());
-        const std::string bad = check_y(p, {0, p.M, 0, p.N}, ref_->y, p.K);
+        reference_setup& r = *ref_;
+        r.x = generate(ref::tensor_id::x, {0, p.M, 0, p.K});
+        r.ws = stack_weights(p);
+        for (const matrix& w : r.ws) r.w_ptrs.push_back(w.data.data());
+        r.y = matrix(m, n);
+        std::string bad;
+        if (stack) {
+          ref::stack_forward<double>(stack_shape, m, r.x.data.data(), r.w_ptrs, r.y.data.data(),
+                                     nullptr);
+          const ref::stack_chains rc = ref::reference_chains(stack_shape, p.M);
+          std::vector<par::chain_lengths> chains;
+          for (std::size_t l = 0; l < stack_shape.layers(); ++l)
+            chains.push_back({rc.h[l], rc.da[l], rc.dw[l]});
+          bad = check_stack_y(p, {0, p.M, 0, p.N}, r.y, chains);
+        } else {
+          ref::linear_forward<double>(p.layout, m, n, k, r.x.data.data(), r.w_ptrs.front(),
+                                      r.y.data.data());
+          bad = check_y(p, {0, p.M, 0, p.N}, r.y, p.K);
+        }
         if (!bad.empty()) abort_job(key + ": the reference is wrong: " + bad);
       }
     }
     reference_setup& r = *ref_;
     const double total = timed_loop(state, [&] {
-                           if (root)
+                           if (!root) return;
+                           if (stack)
+                             ref::stack_forward<double>(stack_shape, m, r.x.data.data(), r.w_ptrs,
+                                                        r.y.data.data(), nullptr);
+                           else
                              ref::linear_forward<double>(p.layout, m, n, k, r.x.data.data(),
-                                                         r.w.data.data(), r.y.data.data());
+                                                         r.w_ptrs.front(), r.y.data.data());
                          }).first;
     const double per_iteration = total / static_cast<double>(state.iterations());
     reference_seconds[sh.name].push_back(per_iteration);
@@ -372,7 +507,7 @@ class bench_state {
     st.grid.attach(&st.log, false);  // the fingerprint check is verification, not the strategy
     const auto [total, in_collectives] = timed_loop(state, [&] {
       st.log.clear();
-      s.forward(ctx, st.c, st.x, st.w, st.y);
+      s.forward_layers(ctx, st.c, st.x, st.ws, st.y);
     });
     st.grid.attach(nullptr, false);
     const double per_iteration = total / static_cast<double>(state.iterations());
@@ -405,20 +540,26 @@ class bench_state {
       strategy_setup& st = *strat_;
       const std::vector<int> coords = st.grid.coords();
       st.x = generate(ref::tensor_id::x, par::block_of(s, c, par::tensor::x, coords));
-      st.w = generate(ref::tensor_id::w, par::block_of(s, c, par::tensor::w, coords));
+      for (const par::tensor_slot& t : par::tensors_of(c))
+        if (t.t == par::tensor::w)
+          st.ws.emplace_back(generate(weight_id(t.layer), par::block_of(s, c, t, coords)));
       par::context ctx{st.grid, st.log};
       st.grid.attach(&st.log, true);
       st.log.set_phase(par::phase::forward);
       {
         sc::mem::peak_scope scope;
-        s.forward(ctx, c, st.x, st.w, st.y);
+        s.forward_layers(ctx, c, st.x, st.ws, st.y);
         st.peak_bytes = static_cast<double>(scope.peak());
       }
       st.grid.attach(nullptr, false);
       for (const par::ledger_entry& e : st.log.entries())
         st.bytes_moved += static_cast<double>(e.bytes_sent + e.bytes_received);
-      const std::string bad = check_y(c.prob, par::block_of(s, c, par::tensor::y, coords),
-                                      std::get<matrix>(st.y), s.cost(c, coords).chains.y);
+      const par::block yb = par::block_of(s, c, par::tensor::y, coords);
+      const par::cost_estimate cost = s.cost(c, coords);
+      const std::string bad =
+          c.prob.layers() > 1
+              ? check_stack_y(c.prob, yb, std::get<matrix>(st.y), cost.layer_chains)
+              : check_y(c.prob, yb, std::get<matrix>(st.y), cost.chains.y);
       if (!bad.empty()) abort_job(key + ": wrong result: " + bad + "\n  replay: " + c.to_string());
     } catch (const std::exception& e) {
       abort_job(key + ": " + e.what() + "\n  replay: " + c.to_string());
@@ -494,12 +635,22 @@ int main(int argc, char** argv) {
         ->ReportAggregatesOnly(true)
         ->Unit(benchmark::kMillisecond);
   };
-  for (const shape& sh : shapes) {
+  // Each shape once per layer count some strategy needs (min_layers): 1, and stacks of L > 1.
+  std::vector<std::size_t> layer_counts{1};
+  for (const auto& s : strategies.all())
+    if (std::find(layer_counts.begin(), layer_counts.end(), s->min_layers()) == layer_counts.end())
+      layer_counts.push_back(s->min_layers());
+  std::sort(layer_counts.begin(), layer_counts.end());
+  std::vector<shape> all_shapes;  // registered benchmarks keep references into it
+  for (const shape& base : shapes)
+    for (std::size_t layers : layer_counts) all_shapes.push_back(stack_of(base, layers));
+  for (const shape& sh : all_shapes) {
     configure(benchmark::RegisterBenchmark(
                   ("reference/" + sh.name).c_str(),
                   [&bench, &sh](benchmark::State& state) { bench.reference(state, sh); }),
               sh);
     for (const auto& s : strategies.all()) {
+      if (s->min_layers() != sh.layers) continue;  // it runs on the shape with its own count
       try {
         (void)case_for(*s, sh, size);
       } catch (const std::exception& e) {
