@@ -27,17 +27,7 @@ class column_parallel : public strategy_base<column_parallel> {
       : defect_(d), name_(std::move(name)) {}
 
   [[nodiscard]] std::string name() const override { return name_; }
-  [[nodiscard]] std::string summary() const override;
-  [[nodiscard]] std::vector<param_spec> params() const override;
-  [[nodiscard]] layout placement_of(tensor t, const run_case& c) const override;
-  [[nodiscard]] cost_estimate cost(const run_case& c, std::span<const int> coords) const override;
-
-  template <class T>
-  void forward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,
-                 matrix<T>& y) const;
-  template <class T>
-  void backward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,
-                  const matrix<T>& dy, matrix<T>& dx, matrix<T>& dw) const;
+  SHARDCHECK_DECLARE_STRATEGY_MEMBERS;
 
  private:
   defect defect_;

@@ -136,15 +136,6 @@ void data_parallel::backward_t(context& ctx, const run_case& c, const matrix<T>&
   if (!skip) world.all_reduce_sum<T>(dw.span());
 }
 
-template void data_parallel::forward_t<float>(context&, const run_case&, const matrix<float>&,
-                                              const matrix<float>&, matrix<float>&) const;
-template void data_parallel::forward_t<double>(context&, const run_case&, const matrix<double>&,
-                                               const matrix<double>&, matrix<double>&) const;
-template void data_parallel::backward_t<float>(context&, const run_case&, const matrix<float>&,
-                                               const matrix<float>&, const matrix<float>&,
-                                               matrix<float>&, matrix<float>&) const;
-template void data_parallel::backward_t<double>(context&, const run_case&, const matrix<double>&,
-                                                const matrix<double>&, const matrix<double>&,
-                                                matrix<double>&, matrix<double>&) const;
+SHARDCHECK_INSTANTIATE_STRATEGY(data_parallel);
 
 }  // namespace shardcheck::par
