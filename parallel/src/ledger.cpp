@@ -16,6 +16,8 @@ std::string_view to_string(collective c) {
     case collective::broadcast: return "broadcast";
     case collective::all_to_all: return "all_to_all";
     case collective::barrier: return "barrier";
+    case collective::send: return "send";
+    case collective::recv: return "recv";
   }
   return "?";
 }
@@ -27,7 +29,8 @@ std::string to_string(const ledger_entry& e) {
   os << to_string(e.when) << ' ' << to_string(e.kind) << " axis=" << e.axis
      << " elements=" << e.elements << " elem_bytes=" << e.elem_bytes << " sent=" << e.bytes_sent
      << " received=" << e.bytes_received;
-  if (e.root >= 0) os << " root=" << e.root;
+  const bool p2p = e.kind == collective::send || e.kind == collective::recv;
+  if (e.root >= 0) os << (p2p ? " peer=" : " root=") << e.root;
   return os.str();
 }
 
@@ -163,6 +166,18 @@ ledger_entry all_to_all_entry(backend, std::span<const std::int64_t> send_counts
   return make(collective::all_to_all, elem_bytes, total(recv_counts),
               total(send_counts) - send_counts[m], total(recv_counts) - recv_counts[m],
               static_cast<int>(send_counts.size()));
+}
+
+ledger_entry send_entry(std::int64_t n, int peer, std::size_t elem_bytes) {
+  auto e = make(collective::send, elem_bytes, n, n, 0, 2);
+  e.root = peer;
+  return e;
+}
+
+ledger_entry recv_entry(std::int64_t n, int peer, std::size_t elem_bytes) {
+  auto e = make(collective::recv, elem_bytes, n, 0, n, 2);
+  e.root = peer;
+  return e;
 }
 
 void ledger::record(ledger_entry e, int axis) {

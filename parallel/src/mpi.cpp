@@ -198,6 +198,50 @@ void comm::reduce_scatter_sum(std::span<const T> in, std::span<T> out,
   record(e);
 }
 
+namespace {
+constexpr int p2p_tag_base = 1 << 13;  // above every native collective's tags
+void check_p2p(std::size_t n, int peer, int tag, int size, const char* what) {
+  if (peer < 0 || peer >= size || tag < 0 || tag >= comm::max_p2p_tag ||
+      n > static_cast<std::size_t>(INT32_MAX))
+    throw invalid_problem(std::string(what) + ": peer " + std::to_string(peer) + ", tag " +
+                          std::to_string(tag) + " or count " + std::to_string(n) +
+                          " out of range");
+}
+}  // namespace
+
+template <class T>
+MPI_Request comm::start_send(std::span<const T> data, int peer, int tag) {
+  check_p2p(data.size(), peer, tag, size_, "send");
+  MPI_Request r = MPI_REQUEST_NULL;
+  check_mpi(MPI_Isend(data.data(), static_cast<int>(data.size()), mpi_type<T>(), peer,
+                      p2p_tag_base + tag, c_, &r),
+            "MPI_Isend");
+  record(send_entry(static_cast<std::int64_t>(data.size()), peer, sizeof(T)));
+  return r;
+}
+
+void comm::wait_send(MPI_Request& request) {
+  check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait (send)");
+}
+
+template <class T>
+std::int64_t comm::recv(std::span<T> data, int peer, int tag) {
+  check_p2p(data.size(), peer, tag, size_, "recv");
+  MPI_Status st;
+  const int rc = MPI_Recv(data.data(), static_cast<int>(data.size()), mpi_type<T>(), peer,
+                          p2p_tag_base + tag, c_, &st);
+  record(recv_entry(static_cast<std::int64_t>(data.size()), peer, sizeof(T)));
+  if (rc != MPI_SUCCESS) {
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    if (cls == MPI_ERR_TRUNCATE) return static_cast<std::int64_t>(data.size()) + 1;
+    check_mpi(rc, "MPI_Recv");
+  }
+  int got = 0;
+  check_mpi(MPI_Get_count(&st, mpi_type<T>(), &got), "MPI_Get_count");
+  return got;
+}
+
 template <class T>
 void comm::broadcast(std::span<T> buffer, int root) {
   if (root < 0 || root >= size_) throw invalid_problem("broadcast: root out of range");
@@ -291,6 +335,8 @@ std::span<const std::int64_t> comm::window_counts(const partition& parts, std::i
   template void comm::reduce_scatter_sum<T>(std::span<const T>, std::span<T>,                 \
                                             std::span<const std::int64_t>);                   \
   template void comm::broadcast<T>(std::span<T>, int);                                        \
+  template MPI_Request comm::start_send<T>(std::span<const T>, int, int);                     \
+  template std::int64_t comm::recv<T>(std::span<T>, int, int);                                \
   template void comm::all_to_all<T>(std::span<const T>, std::span<const std::int64_t>,        \
                                     std::span<T>, std::span<const std::int64_t>);
 SHARDCHECK_COMM_INSTANTIATE(float)

@@ -1,5 +1,7 @@
 #include "shardcheck/parallel/placement.hpp"
 
+#include <charconv>
+
 #include "shardcheck/reference/types.hpp"
 
 namespace shardcheck::par {
@@ -9,6 +11,12 @@ std::string placement::to_string() const {
     case kind::replicate: return "R";
     case kind::partial: return "P";
     case kind::shard: return "S(" + std::to_string(dim) + ")";
+    case kind::on: {
+      std::string out = "On(";
+      out += std::to_string(dim);
+      out += ')';
+      return out;
+    }
   }
   return "?";
 }
@@ -18,7 +26,14 @@ placement placement::parse(std::string_view s) {
   if (s == "P") return P();
   if (s == "S(0)") return S(0);
   if (s == "S(1)") return S(1);
-  throw invalid_problem("placement: '" + std::string(s) + "' is not one of R, P, S(0), S(1)");
+  if (s.size() > 4 && s.substr(0, 3) == "On(" && s.back() == ')') {
+    const std::string_view digits = s.substr(3, s.size() - 4);
+    int r = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), r);
+    if (ec == std::errc() && end == digits.data() + digits.size() && r >= 0) return On(r);
+  }
+  throw invalid_problem("placement: '" + std::string(s) +
+                        "' is not one of R, P, S(0), S(1), On(r)");
 }
 
 std::string to_string(const layout& l) {

@@ -23,9 +23,13 @@ const partition& need(const partition* parts, const char* which, std::int64_t le
 void check_pair(placement from, placement to) {
   if (to.what == kind::partial && from.what != kind::partial)
     throw invalid_problem("redistribute: " + from.to_string() + " → P is not a redistribution");
-  for (placement pl : {from, to})
+  for (placement pl : {from, to}) {
+    if (pl.what == kind::on)
+      throw invalid_problem("redistribute: " + pl.to_string() +
+                            " moves a tensor between stages, which is point-to-point");
     if (pl.what == kind::shard && pl.dim != 0 && pl.dim != 1)
       throw invalid_problem("redistribute: " + pl.to_string() + " on a matrix");
+  }
 }
 
 // send[q] = r_me·c_q and recv[q] = r_q·c_me, for S(0) → S(1) (swapped for S(1) → S(0)).

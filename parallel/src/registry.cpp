@@ -4,6 +4,7 @@
 #include "strategies/column_parallel.hpp"
 #include "strategies/column_row_pair.hpp"
 #include "strategies/data_parallel.hpp"
+#include "strategies/pipeline.hpp"
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
 #include "strategies/sequence_parallel_pair.hpp"
@@ -33,6 +34,9 @@ registry builtin_strategies() {
   r.add(std::make_unique<column_row_pair>());
   r.add(std::make_unique<sequence_parallel_pair>());
   r.add(std::make_unique<summa>());
+  r.add(std::make_unique<pipeline>(pipeline_schedule::gpipe, false));
+  r.add(std::make_unique<pipeline>(pipeline_schedule::one_f_one_b, false));
+  r.add(std::make_unique<pipeline>(pipeline_schedule::one_f_one_b, true));
   r.add(std::make_unique<collective_check>(collective::broadcast));
   r.add(std::make_unique<collective_check>(collective::all_to_all));
   return r;

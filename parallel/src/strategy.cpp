@@ -111,6 +111,7 @@ std::vector<split> splits_of(const strategy& s, const run_case& c) {
       if (!known) out.push_back(sp);
     }
   }
+  for (split& sp : s.extra_splits(c)) out.push_back(std::move(sp));
   return out;
 }
 
@@ -124,6 +125,7 @@ block block_of(const strategy& s, const run_case& c, tensor_slot t, std::span<co
   const auto names = dim_names(t, c.prob);
   block b{0, dim_length(c.prob, names.first), 0, dim_length(c.prob, names.second)};
   for (std::size_t a = 0; a < l.size(); ++a) {
+    if (l[a].what == placement::kind::on && coords[a] != l[a].dim) return block{};
     if (l[a].what != placement::kind::shard) continue;
     const bool rows = l[a].dim == 0;
     const partition& part = c.part(split_key(rows ? names.first : names.second, a, dims.size()));
@@ -171,14 +173,21 @@ void complete_and_validate(const strategy& s, run_case& c) {
   if (c.mode == value_mode::exact && std::max({c.prob.M, c.prob.N, c.prob.K}) > exact_limit)
     throw invalid_problem(who + "exact mode needs M, N, K ≤ " + std::to_string(exact_limit) +
                           " in " + std::string(to_string(c.prob.type)) + " (sums stay exact)");
+  int unfactored = c.p;  // p divided by the divides_p parameters so far
   for (const param_spec& ps : s.params()) {
     const auto it = c.params.try_emplace(ps.name, ps.fallback).first;
     if (it->second < ps.min || it->second > ps.max)
       throw invalid_problem(who + ps.name + "=" + std::to_string(it->second) + " is outside [" +
                             std::to_string(ps.min) + ", " + std::to_string(ps.max) + "]");
-    if (ps.divides_p && (it->second < 1 || c.p % it->second != 0))
-      throw invalid_problem(who + ps.name + "=" + std::to_string(it->second) +
-                            " must divide p=" + std::to_string(c.p));
+    if (!ps.divides_p) continue;
+    if (it->second < 1 || unfactored % it->second != 0) {
+      std::string msg = who + ps.name + "=" + std::to_string(it->second) + " must divide ";
+      msg += unfactored == c.p ? "p=" + std::to_string(c.p)
+                               : std::to_string(unfactored) + " (p=" + std::to_string(c.p) +
+                                     " over the earlier mesh factors)";
+      throw invalid_problem(msg);
+    }
+    unfactored /= static_cast<int>(it->second);
   }
   for (const auto& [key, value] : c.params) {
     bool declared = false;

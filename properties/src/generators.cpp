@@ -82,8 +82,16 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
     }
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
     c.backend = forced ? *forced : *rc::gen::element(par::backend::mpi, par::backend::native);
-    for (const par::param_spec& ps : s.params())
-      c.params[ps.name] = ps.divides_p ? *divisor_of(c.p) : *parameter(ps);
+    int unfactored = c.p;  // what the divides_p parameters drawn so far leave of p
+    for (const par::param_spec& ps : s.params()) {
+      if (!ps.divides_p) {
+        c.params[ps.name] = *parameter(ps);
+        continue;
+      }
+      const std::int64_t d = *divisor_of(unfactored);
+      c.params[ps.name] = d;
+      unfactored /= static_cast<int>(d);
+    }
     for (const par::split& sp : par::splits_of(s, c))
       c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
     par::complete_and_validate(s, c);

@@ -12,6 +12,7 @@
 //   reduce-scatter(v)  sent = total − c_me,            received = c_me
 //   broadcast          root: sent = n, received 0; others: sent 0, received = n
 //   all-to-all(v)      sent = Σ_{j≠me} send[j],        received = Σ_{j≠me} recv[j]
+//   send / recv        the message, to / from `root` (the peer), on either backend
 //
 // `native` (parallel/src/collectives/): the bytes the algorithm really moves, which the
 // communicator counts message by message.
@@ -38,7 +39,10 @@
 
 namespace shardcheck::par {
 
-enum class collective { all_gather, all_reduce, reduce_scatter, broadcast, all_to_all, barrier };
+// send / recv: point-to-point messages (a pipeline's activations and gradients), ledgered like
+// collectives so that the cost model states them too.
+enum class collective { all_gather, all_reduce, reduce_scatter, broadcast, all_to_all, barrier,
+                        send, recv };
 enum class phase { forward, backward };
 // Which implementation runs a communicator's collectives.
 enum class backend { mpi, native };
@@ -69,7 +73,7 @@ struct ledger_entry {
   std::int64_t elements = 0;  // elements in this rank's result buffer
   std::int64_t bytes_sent = 0;
   std::int64_t bytes_received = 0;
-  int root = -1;              // broadcast only
+  int root = -1;              // broadcast: the root; send / recv: the peer
 
   friend bool operator==(const ledger_entry&, const ledger_entry&) = default;
 };
@@ -89,6 +93,9 @@ struct ledger_entry {
 [[nodiscard]] ledger_entry all_to_all_entry(backend b, std::span<const std::int64_t> send_counts,
                                             std::span<const std::int64_t> recv_counts, int me,
                                             std::size_t elem_bytes);
+// A point-to-point message of n elements to / from rank `peer` of the communicator.
+[[nodiscard]] ledger_entry send_entry(std::int64_t n, int peer, std::size_t elem_bytes);
+[[nodiscard]] ledger_entry recv_entry(std::int64_t n, int peer, std::size_t elem_bytes);
 // Children of rank me in the binomial broadcast tree rooted at root.
 [[nodiscard]] int binomial_children(int me, int root, int p);
 // Part k of n split evenly over p (the first n mod p parts one longer): {offset, size}.

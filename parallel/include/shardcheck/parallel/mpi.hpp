@@ -81,6 +81,19 @@ class comm {
   // \note collective over this comm. Ranks passing a negative colour get an invalid comm.
   [[nodiscard]] comm split(int color, int key) const;
 
+  // Point-to-point messages (a pipeline's activations and gradients), ledgered as send / recv
+  // entries with the peer. Tags are the caller's, 0 ≤ tag < max_p2p_tag, and never meet the native
+  // collectives' messages. A send is non-blocking: it is recorded when posted and its buffer must
+  // stay alive and untouched until wait_send(request). A receive blocks and returns how many
+  // elements arrived; a message longer than the buffer fills it and returns buffer.size() + 1, so
+  // a caller that finds the wrong count can report it after the schedule instead of hanging it.
+  static constexpr int max_p2p_tag = 16384;
+  template <class T>
+  [[nodiscard]] MPI_Request start_send(std::span<const T> data, int peer, int tag);
+  static void wait_send(MPI_Request& request);
+  template <class T>
+  std::int64_t recv(std::span<T> data, int peer, int tag);
+
   // Attaches a ledger (not owned) and the mesh axis this comm stands for; nullptr detaches.
   void attach(ledger* l, int axis = 0) {
     ledger_ = l;

@@ -1,7 +1,9 @@
 #pragma once
 // Shardings as data (one placement per mesh axis): R replicate, S(d) shard tensor dimension d
-// (0 = rows, 1 = columns) by the case's partition of that problem dimension, P partial sums.
-// A layout prints as its placements joined by commas: "S(0)", "R", "S(0),S(1)".
+// (0 = rows, 1 = columns) by the case's partition of that problem dimension, P partial sums,
+// On(r) the whole tensor (as the other axes place it) on coordinate r of this axis and nothing
+// on the others: a pipeline's stage r holds its layers' weights, stage 0 X, the last stage Y.
+// A layout prints as its placements joined by commas: "S(0)", "R", "S(0),S(1)", "S(0),On(2),R".
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,15 +12,16 @@
 namespace shardcheck::par {
 
 struct placement {
-  enum class kind { replicate, shard, partial };
+  enum class kind { replicate, shard, partial, on };
   kind what = kind::replicate;
-  int dim = 0;
+  int dim = 0;  // S: the tensor dimension; On: the coordinate holding the tensor
 
   [[nodiscard]] static placement R() { return {kind::replicate, 0}; }
   [[nodiscard]] static placement S(int d) { return {kind::shard, d}; }
   [[nodiscard]] static placement P() { return {kind::partial, 0}; }
+  [[nodiscard]] static placement On(int coordinate) { return {kind::on, coordinate}; }
   [[nodiscard]] std::string to_string() const;
-  // "R", "P", "S(0)", "S(1)"; throws invalid_problem otherwise.
+  // "R", "P", "S(0)", "S(1)", "On(r)" (r ≥ 0); throws invalid_problem otherwise.
   [[nodiscard]] static placement parse(std::string_view s);
   friend bool operator==(const placement&, const placement&) = default;
 };

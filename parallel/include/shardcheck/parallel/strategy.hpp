@@ -24,6 +24,13 @@ struct context {
   ledger& log;
 };
 
+// A split the case must carry a partition for: key (e.g. "M", or "K@1"), length, parts.
+struct split {
+  std::string key;
+  std::int64_t length = 0;
+  int parts = 1;
+};
+
 struct param_spec {
   std::string name;
   std::int64_t min = 0, max = 0, fallback = 0;
@@ -31,8 +38,10 @@ struct param_spec {
   // A smaller value never raises the measured peak (e.g. a bucket size): the memory property
   // re-runs each case with a smaller value and checks exactly that.
   bool memory_monotone = false;
-  // The value must divide the case's worker count p (e.g. the rows of a pr × (p/pr) mesh): the
-  // generators draw one of p's divisors, and validation rejects any other value.
+  // The value is a factor of the case's worker count p (e.g. the rows of a pr × (p/pr) mesh):
+  // it must divide p divided by the earlier divides_p parameters, so that together they
+  // factorise p (dp, tp: pp = p/(dp·tp)). The generators draw a random factorisation, in order,
+  // and validation rejects any other value.
   bool divides_p = false;
 };
 
@@ -78,6 +87,12 @@ class strategy {
   [[nodiscard]] virtual std::size_t max_layers() const { return 1; }
   // The fewest layers a case of this strategy may have.
   [[nodiscard]] virtual std::size_t min_layers() const { return 1; }
+  // Splits the case needs beyond those its placements imply (splits_of), e.g. a pipeline's
+  // layers over its stages; the generators draw them like any other partition.
+  [[nodiscard]] virtual std::vector<split> extra_splits(const run_case& c) const {
+    (void)c;
+    return {};
+  }
   // Mesh dimensions for p workers; their product is c.p.
   [[nodiscard]] virtual std::vector<int> mesh_dims(const run_case& c) const { return {c.p}; }
   // One placement per mesh axis for each tensor.
@@ -247,12 +262,7 @@ class strategy_base : public strategy {
 // M, N, K, or a hidden width H, H2, H3, ….
 [[nodiscard]] std::int64_t dim_length(const problem& p, const std::string& name);
 
-// A split the case must carry a partition for: key (e.g. "M", or "K@1"), length, parts.
-struct split {
-  std::string key;
-  std::int64_t length = 0;
-  int parts = 1;
-};
+// Every split case c needs: those of the placements (a shard on an axis), then extra_splits.
 [[nodiscard]] std::vector<split> splits_of(const strategy& s, const run_case& c);
 
 // A rank's region of a global tensor.

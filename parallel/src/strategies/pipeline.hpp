@@ -1,0 +1,75 @@
+#pragma once
+// Pipeline parallel over a stack of L layers (ReLU or identity between them), and the hybrid
+// data × pipeline × tensor mesh built on the same schedule.
+//
+// Mesh dp × pp × tp (axes 0, 1, 2; tp the fastest-varying, so a tensor-parallel group is ranks
+// next to each other). The pipeline strategies are dp = tp = 1, pp = p; `hybrid_mesh` draws dp and
+// tp (params, a factorisation of p) and pp = p/(dp·tp).
+//   stages   part.L splits the L layers over the pp stages in order, any sizes (an empty stage
+//            passes activations through); stage s holds layers [l0_s, l1_s).
+//   data     part.M splits the rows over dp; each dp rank splits its rows into m micro-batches,
+//            balanced (m need not divide them; more micro-batches than rows leaves some empty).
+//   tensor   with tp > 1, layer l (0-based) is Megatron's column layer for even l (W_l split on
+//            its outputs) and row layer for odd l (split on its inputs, partial sums all-reduced
+//            over tp): the activation between them is sharded by the same partition (part.D@2),
+//            so each tp rank sends its shard to the same tp rank of the next stage.
+//   placements (dp, pp, tp): X S(0),On(0),R   Y and dY S(0),On(pp−1),S(1) if the last layer is a
+//            column layer else R   W_l and dW_l R,On(stage of l),S(·) for tp > 1   dX like X.
+//            dp = 1 puts R on the dp axis and tp = 1 R on the tp axis.
+//
+// forward runs the m micro-batches through the stages (no state kept). backward runs one training
+// step: forward and backward of every micro-batch in the order of the schedule, each stage
+// keeping the activations at its layer boundaries from a micro-batch's forward to its backward:
+//   GPipe  F0 … F(m−1), then B0 … B(m−1): stage s holds all m micro-batches' activations;
+//   1F1B   min(pp−s−1, m) warm-up forwards, then F and B alternating, then the remaining B:
+//          stage s holds at most min(m, pp − s) of them.
+// Messages go point-to-point between neighbouring stages, tagged with the micro-batch; a sender
+// waits for its previous message in the same direction before posting the next. dW_l accumulates
+// over the micro-batches, then each rank's dW (all its layers in one buffer) is all-reduced over
+// dp only. The cost model lists every message and collective in schedule order and bounds the
+// peak: the activations held (m or min(m, pp − s) micro-batches of the largest size), one
+// micro-batch's working buffers, the outputs and the dp buffer.
+//
+// Example: p = 4, L = 3, part.L = 1,2,0,0, 1F1B, m = 3: stage 0 (layer 1) runs F0 F1 F2 B0 B1 B2
+// in the order F0 F1 F2 B0 B1 B2 (warm-up min(3, 3)), stage 3 (no layer) runs F0 B0 F1 B1 F2 B2,
+// passing activations to nowhere but keeping Y's rows on its rank.
+#include <string>
+
+#include "shardcheck/parallel/strategy.hpp"
+
+namespace shardcheck::par {
+
+enum class pipeline_schedule { gpipe, one_f_one_b };
+
+// Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
+enum class pipeline_defect {
+  none,
+  micro_batch_shifted,   // micro-batch i's activations are sent on as micro-batch i + 1
+  dw_over_world,         // dW all-reduced over the whole mesh instead of the dp axis
+  keeps_activations,     // 1F1B frees no activations until the step ends (GPipe's memory)
+};
+
+class pipeline : public strategy_base<pipeline> {
+ public:
+  static constexpr bool stacked_strategy = true;
+  using defect = pipeline_defect;
+
+  // hybrid = false: dp = tp = 1 (the pipeline alone); true: dp and tp are parameters.
+  pipeline(pipeline_schedule sched, bool hybrid, defect d = defect::none, std::string name = {});
+  [[nodiscard]] std::string name() const override { return name_; }
+  [[nodiscard]] std::vector<param_spec> params() const override;
+  [[nodiscard]] std::size_t max_layers() const override { return 6; }
+  [[nodiscard]] std::vector<int> mesh_dims(const run_case& c) const override;
+  [[nodiscard]] std::vector<split> extra_splits(const run_case& c) const override;
+  [[nodiscard]] layout placement_of_layer(tensor t, std::size_t layer,
+                                          const run_case& c) const override;
+  SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS;
+
+ private:
+  pipeline_schedule schedule_;
+  bool hybrid_;
+  defect defect_;
+  std::string name_;
+};
+
+}  // namespace shardcheck::par
