@@ -1,6 +1,7 @@
 #include "shardcheck/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -227,6 +228,8 @@ struct verify_options {
   double case_timeout = 120;
   bool quiet = false;
   std::string backend;  // empty: drawn per case
+  int p = 0;            // 0: drawn per case
+  std::vector<std::string> params;  // name=value, pinned
 };
 
 int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
@@ -244,7 +247,44 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     replay_case = par::run_case::parse(o.replay);
     par::complete_and_validate(cat.need(replay_case.strategy), replay_case);
   }
+  std::map<std::string, std::int64_t> pinned;
+  for (const std::string& kv : o.params) {
+    const auto eq = kv.find('=');
+    std::int64_t value = 0;
+    const char* end = kv.data() + kv.size();
+    if (eq == std::string::npos || std::from_chars(kv.data() + eq + 1, end, value).ptr != end ||
+        eq + 1 == kv.size())
+      throw usage_error("--param '" + kv + "' is not name=integer");
+    const std::string name = kv.substr(0, eq);
+    bool known = false;
+    for (const auto* s : chosen)
+      for (const auto& ps : s->params()) known = known || ps.name == name;
+    if (!known) throw usage_error("--param " + name + ": no chosen strategy has that parameter");
+    pinned[name] = value;
+  }
   par::comm world = par::comm::world();
+  if (o.p < 0 || o.p > world.size())
+    throw usage_error("--p " + std::to_string(o.p) + ": between 1 and the " +
+                      std::to_string(world.size()) + " ranks launched");
+  // Every chosen strategy must take the pins: a worker count its pinned mesh factors divide,
+  // and values its validation accepts (checked on a small probe case).
+  for (const auto* s : chosen) {
+    par::run_case probe;
+    probe.strategy = s->name();
+    probe.prob.M = probe.prob.N = probe.prob.K = 1;
+    for (std::size_t l = 1; l < s->min_layers(); ++l) probe.prob.hidden.push_back(1);
+    int step = 1;
+    for (const auto& ps : s->params())
+      if (const auto it = pinned.find(ps.name); it != pinned.end()) {
+        probe.params[ps.name] = it->second;
+        if (ps.divides_p) step *= static_cast<int>(std::max<std::int64_t>(it->second, 1));
+      }
+    probe.p = o.p > 0 ? o.p : step;
+    if (probe.p > world.size())
+      throw usage_error(s->name() + ": the pinned parameters need p=" + std::to_string(probe.p) +
+                        " workers; only " + std::to_string(world.size()) + " ranks were launched");
+    par::complete_and_validate(*s, probe);
+  }
   if (replay_case.p > world.size())
     throw usage_error("the case needs p=" + std::to_string(replay_case.p) + " workers; only " +
                       std::to_string(world.size()) + " ranks were launched (mpirun -n " +
@@ -275,7 +315,9 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     so.seed = o.seed;
     so.mask = mask;
     so.progress = !o.quiet;
-    so.backend = forced;
+    so.pins.backend = forced;
+    if (o.p > 0) so.pins.p = o.p;
+    so.pins.params = pinned;
     std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
                 d.ranks(), o.cases, static_cast<unsigned long long>(o.seed),
                 prop::properties_to_string(mask).c_str());
@@ -370,6 +412,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
                      "Seconds before the watchdog ends a hung case")
       ->capture_default_str();
   verify->add_flag("--quiet", vo.quiet, "No progress lines");
+  verify->add_option("--p", vo.p, "Run every case on exactly this many workers (default: drawn)");
+  verify->add_option("--param", vo.params,
+                     "Pin a strategy parameter in every case, e.g. dp=2 (repeatable)");
   verify->add_option("--backend", vo.backend,
                      "Run every case's collectives on this backend: mpi or native (default: "
                      "drawn per case)");

@@ -199,7 +199,7 @@ strategy_report driver::check(const par::strategy& s, const suite_options& o) {
   auto last_progress = start;
   int evaluated = 0;
   bool failing = false;
-  const auto gen = case_for(s, world_.size(), o.backend);
+  const auto gen = case_for(s, world_.size(), o.pins);
   const auto property = [&] {
     const par::run_case c = *gen;
     const case_verdict v = run(c, o.mask);
@@ -242,7 +242,14 @@ strategy_report driver::check(const par::strategy& s, const suite_options& o) {
   report.seconds = std::chrono::duration<double>(clock::now() - start).count();
   report.passed = !failing && result.template is<rc::detail::SuccessResult>();
   if (!failing && !report.passed) {
-    report.failure.message = "RapidCheck could not run the property (gave up or errored)";
+    std::string why = "RapidCheck could not run the property";
+    if (result.template is<rc::detail::FailureResult>())
+      why += ": " + result.template get<rc::detail::FailureResult>().description;
+    else if (result.template is<rc::detail::GaveUpResult>())
+      why += " (gave up): " + result.template get<rc::detail::GaveUpResult>().description;
+    else if (result.template is<rc::detail::Error>())
+      why += ": " + result.template get<rc::detail::Error>().description;
+    report.failure.message = why;
   }
   return report;
 }

@@ -53,15 +53,22 @@ rc::Gen<std::int64_t> divisor_of(int p) {
   return rc::gen::elementOf(divisors);
 }
 
-rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
-                                std::optional<par::backend> forced) {
+rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p, const case_pins& pins) {
   // At full size from the first case: worker counts and shapes are drawn evenly over their whole
   // ranges (RapidCheck would otherwise start every run with tiny ranges); edge cases come from
   // the weighted choices and from shrinking.
-  return rc::gen::resize(100, rc::gen::exec([&s, max_p, forced] {
+  return rc::gen::resize(100, rc::gen::exec([&s, max_p, pins] {
     par::run_case c;
     c.strategy = s.name();
-    c.p = *rc::gen::inRange(1, max_p + 1);
+    // p is a multiple of the pinned mesh factors.
+    int step = 1;
+    for (const par::param_spec& ps : s.params())
+      if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
+        step *= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
+    if (!pins.p && step > max_p)
+      throw invalid_problem(s.name() + ": the pinned mesh factors need " + std::to_string(step) +
+                            " workers; only " + std::to_string(max_p) + " ranks were launched");
+    c.p = pins.p ? *pins.p : step * *rc::gen::inRange(1, max_p / step + 1);
     c.prob.M = *dimension(c.p);
     c.prob.N = *dimension(c.p);
     c.prob.K = *dimension(c.p);
@@ -74,16 +81,26 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
       const auto layers = *rc::gen::inRange(s.min_layers(), s.max_layers() + 1);
       for (std::size_t l = 1; l < layers; ++l) c.prob.hidden.push_back(*dimension(c.p));
       if (layers > 1) c.prob.act = *rc::gen::element(activation::identity, activation::relu);
-      // Exact mode in f32 can round a stack's wider sums: such shapes run in f64.
-      if (c.mode == value_mode::exact &&
-          !ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
-                                    c.prob.type).empty())
-        c.prob.type = dtype::f64;
+      // Exact mode in f32 can round a stack's wider sums: such shapes run in f64, and deep
+      // wide stacks that would round even there run on uniform data.
+      const auto exact_problem = [&] {
+        return ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
+                                        c.prob.type);
+      };
+      if (c.mode == value_mode::exact && !exact_problem().empty()) c.prob.type = dtype::f64;
+      if (c.mode == value_mode::exact && !exact_problem().empty()) c.mode = value_mode::uniform;
     }
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
-    c.backend = forced ? *forced : *rc::gen::element(par::backend::mpi, par::backend::native);
+    c.backend = pins.backend ? *pins.backend
+                             : *rc::gen::element(par::backend::mpi, par::backend::native);
     int unfactored = c.p;  // what the divides_p parameters drawn so far leave of p
     for (const par::param_spec& ps : s.params()) {
+      if (const auto pin = pins.params.find(ps.name); pin != pins.params.end()) {
+        c.params[ps.name] = pin->second;
+        if (ps.divides_p && pin->second > 0 && unfactored % pin->second == 0)
+          unfactored /= static_cast<int>(pin->second);
+        continue;
+      }
       if (!ps.divides_p) {
         c.params[ps.name] = *parameter(ps);
         continue;

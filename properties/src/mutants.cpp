@@ -4,6 +4,7 @@
 #include "strategies/column_parallel.hpp"
 #include "strategies/column_row_pair.hpp"
 #include "strategies/data_parallel.hpp"
+#include "strategies/pipeline.hpp"
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
 #include "strategies/sequence_parallel_pair.hpp"
@@ -99,6 +100,28 @@ constexpr other_mutant<spp> spp_mutants[] = {
      "sequence-parallel pair: forward reduce-scatters Y by a balanced partition, not part.M",
      property::forward},
 };
+using pp = par::pipeline;
+struct pipeline_mutant {
+  const char* name;
+  pp::defect defect;
+  par::pipeline_schedule schedule;
+  bool hybrid;
+  const char* words;
+  property expected;
+};
+constexpr pipeline_mutant pipeline_mutants[] = {
+    {"mutant.pp_micro_batch_shifted", pp::defect::micro_batch_shifted,
+     par::pipeline_schedule::gpipe, false,
+     "pipeline (GPipe): a stage sends micro-batch i's activations on as micro-batch i + 1's",
+     property::forward},
+    {"mutant.pp_keeps_activations", pp::defect::keeps_activations,
+     par::pipeline_schedule::one_f_one_b, false,
+     "pipeline (1F1B): activations are freed only when the step ends (GPipe's memory)",
+     property::memory},
+    {"mutant.hybrid_dw_over_world", pp::defect::dw_over_world, par::pipeline_schedule::one_f_one_b,
+     true, "hybrid mesh: dW all-reduced over the whole mesh instead of the dp axis",
+     property::backward},
+};
 
 // A strategy run with a defect in the native collectives of its mesh. Only cases drawn with
 // backend=native meet the defect; the generators draw both backends, so some of them do.
@@ -172,6 +195,8 @@ par::registry mutant_strategies() {
   for (const auto& m : crp_mutants) r.add(std::make_unique<crp>(m.defect, m.name));
   for (const auto& m : spp_mutants) r.add(std::make_unique<spp>(m.defect, m.name));
   for (const auto& m : su_mutants) r.add(std::make_unique<su>(m.defect, m.name));
+  for (const auto& m : pipeline_mutants)
+    r.add(std::make_unique<pp>(m.schedule, m.hybrid, m.defect, m.name));
   for (const auto& m : collective_mutants)
     r.add(std::make_unique<with_collective_defect>(host_named(m.host, m.name), m.defect));
   // Not in the catalogue: it hangs by design (rank 0 waits for a message nobody sends), so the
@@ -190,6 +215,7 @@ std::vector<mutant_info> mutant_catalogue() {
   for (const auto& m : crp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : spp_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : su_mutants) out.push_back({m.name, m.words, m.expected});
+  for (const auto& m : pipeline_mutants) out.push_back({m.name, m.words, m.expected});
   for (const auto& m : collective_mutants) out.push_back({m.name, m.words, m.expected});
   return out;
 }

@@ -181,9 +181,10 @@ class stage_runner {
     comm::wait_send(fwd_req_);
     const matrix<T>* out = &a.back();
     if (defect_ == pipeline_defect::micro_batch_shifted) {
-      // Sends the previous micro-batch's activations as this one's.
+      // Sends the previous micro-batch's activations as this one's, where the shapes agree
+      // (the silent mix-up; a shape mismatch would be reported as such).
       matrix<T> mine = a.back();
-      if (i > 0) std::swap(mine, previous_);
+      if (i > 0 && previous_.data.size() == mine.data.size()) std::swap(mine, previous_);
       else previous_ = mine;
       fwd_owned_ = std::move(mine);
       out = &fwd_owned_;
@@ -195,9 +196,10 @@ class stage_runner {
     fwd_req_ = grid_.axis(pp_axis).start_send<T>(out->span(), pl_.s + 1, tag(i));
   }
 
-  // The backward of micro-batch i from its kept boundaries a; dy: this rank's rows of dY (last
-  // stage); accumulates dW into dws; returns dA_l0 (dX's rows on stage 0).
-  matrix<T> backward(std::int64_t i, std::vector<matrix<T>> a, const matrix<T>& dy,
+  // The backward of micro-batch i from its kept boundaries a, freeing each once read if
+  // `release`; dy: this rank's rows of dY (last stage); accumulates dW into dws; returns dA_l0
+  // (dX's rows on stage 0).
+  matrix<T> backward(std::int64_t i, std::vector<matrix<T>>& a, bool release, const matrix<T>& dy,
                      std::span<any_matrix> dws) {
     const auto r = static_cast<std::size_t>(pl_.mb_rows[idx(i)]);
     // Micro-batch i's output may still be on its way to the next stage (which has answered).
@@ -218,7 +220,7 @@ class stage_runner {
                                  gin.data.data());
       if (pl_.column_layer(l)) grid_.axis(tp_axis).all_reduce_sum<T>(gin.span());
       g = std::move(gin);
-      a.resize(l - pl_.l0 + 1);  // A_{l+1} is no longer needed
+      if (release) a.resize(l - pl_.l0 + 1);  // A_{l+1} is no longer needed
     }
     return g;
   }
@@ -483,9 +485,8 @@ void pipeline::backward_layers_t(context& ctx, const run_case& c, const matrix<T
       if (!keep) slot.pop_back();
       continue;
     }
-    matrix<T> g = keeps_all ? run.backward(o.mb, slot, dy, dws)
-                            : run.backward(o.mb, std::move(slot), dy, dws);
-    if (!keeps_all) slot = {};
+    matrix<T> g = run.backward(o.mb, slot, !keeps_all, dy, dws);
+    if (!keeps_all) std::vector<matrix<T>>().swap(slot);  // its capacity too
     if (pl.s > 0) run.send_backward(o.mb, std::move(g));
     else stage_runner<T>::copy_into_rows(g, dx, pl.mb_off[static_cast<std::size_t>(o.mb)]);
   }
@@ -495,14 +496,24 @@ void pipeline::backward_layers_t(context& ctx, const run_case& c, const matrix<T
   std::int64_t total = 0;
   for (std::size_t l = pl.l0; l < pl.l1; ++l)
     total += static_cast<std::int64_t>(std::get<matrix<T>>(dws[l]).data.size());
+  comm* over = &ctx.grid.axis(dp_axis);
+  if (defect_ == pipeline_defect::dw_over_world) {
+    // Every rank's dW buffer padded to the largest on the mesh, summed over all of it.
+    over = &ctx.grid.all();
+    for (int q = 0; q < c.p; ++q) {
+      const plan other = make_plan(c, coords_of(q, ctx.grid.dims()), ctx.grid.dims(), pl.m);
+      std::int64_t n = 0;
+      for (std::size_t l = other.l0; l < other.l1; ++l) n += other.in_w(l) * other.out_w(l);
+      total = std::max(total, n);
+    }
+  }
   mem::tracked_vector<T> flat(static_cast<std::size_t>(total));
   T* at = flat.data();
   for (std::size_t l = pl.l0; l < pl.l1; ++l) {
     const auto& dw = std::get<matrix<T>>(dws[l]).data;
     at = std::copy(dw.begin(), dw.end(), at);
   }
-  comm& over = defect_ == pipeline_defect::dw_over_world ? ctx.grid.all() : ctx.grid.axis(dp_axis);
-  over.all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
+  over->all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
   const T* from = flat.data();
   for (std::size_t l = pl.l0; l < pl.l1; ++l) {
     auto& dw = std::get<matrix<T>>(dws[l]).data;

@@ -14,6 +14,7 @@
 
 #include "shardcheck/parallel/mpi.hpp"
 #include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/properties/generators.hpp"
 #include "shardcheck/properties/harness.hpp"
 
 namespace shardcheck::prop {
@@ -23,7 +24,7 @@ struct suite_options {
   std::uint64_t seed = 1;
   unsigned mask = all_properties;
   bool progress = true;  // a line on stderr every few seconds on long runs
-  std::optional<par::backend> backend;  // every case on this backend; otherwise drawn
+  case_pins pins;  // what every case fixes (backend, p, parameters); the rest is drawn
 };
 
 // The verdict of one case over all ranks.

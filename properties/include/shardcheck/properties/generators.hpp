@@ -4,6 +4,7 @@
 // strategy's parameters, dtype, layout, value mode, seed, collectives backend.
 #include <rapidcheck.h>
 
+#include <map>
 #include <optional>
 
 #include "shardcheck/parallel/strategy.hpp"
@@ -16,9 +17,16 @@ namespace shardcheck::prop {
 [[nodiscard]] rc::Gen<std::int64_t> parameter(const par::param_spec& ps);
 // One of p's divisors, each equally likely (a divides_p parameter: the rows of a 2D mesh).
 [[nodiscard]] rc::Gen<std::int64_t> divisor_of(int p);
-// A complete, validated case for strategy s with 1 ≤ p ≤ max_p, on the backend `forced` or, without
-// it, on one drawn from both.
+// What a run pins instead of drawing: the backend, the worker count, strategy parameters (e.g.
+// a mesh's factors, dp=2 tp=2 on 8 ranks: pp = 2).
+struct case_pins {
+  std::optional<par::backend> backend;
+  std::optional<int> p;
+  std::map<std::string, std::int64_t> params;
+};
+// A complete, validated case for strategy s with 1 ≤ p ≤ max_p, the rest drawn except what
+// `pins` fixes; a pinned parameter the strategy does not have is left out.
 [[nodiscard]] rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
-                                              std::optional<par::backend> forced = {});
+                                              const case_pins& pins = {});
 
 }  // namespace shardcheck::prop
