@@ -32,7 +32,8 @@
 // repeated allocation reuses warm pages. --shardcheck_cold_pages keeps glibc's defaults, to
 // measure that cost.
 //
-// Stacks: a strategy that needs L = min_layers() > 1 layers runs each shape as a stack of L layers,
+// Stacks: a strategy that runs stacks runs each shape as a stack of L = p layers, clamped to the
+// layer counts it takes (a pair: 2; a pipeline: one layer per stage), as a stack of L layers,
 // every hidden width H = K and act=relu (named <shape>/H=K[,K…]/relu), with reference/<that name>
 // the same stack on one rank (ref::stack_forward), so ideal_speedup_ratio compares like with like.
 //
@@ -71,109 +72,13 @@
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
 #include "shardcheck/reference/stack.hpp"
+#include "comm_clock.hpp"
 
 namespace sc = shardcheck;
 namespace par = shardcheck::par;
 namespace ref = shardcheck::ref;
 
-// --- time spent communicating -------------------------------------------------------------------
-// The communicator has no timing hook, so the benchmark uses MPI's own: the profiling interface.
-// This binary defines the MPI calls through which `par::comm` communicates (Open MPI's collectives
-// for the `mpi` backend, point-to-point for the `native` one, the non-blocking all-gather and its
-// completion); each forwards to its PMPI_ twin and, while the clock runs, adds the call's wall
-// time. So a non-blocking gather counts only the time the strategy waits for it (its exposed part).
-// Only the strategy's forward runs with the clock on; the benchmark's own barrier and all-reduce
-// do not count.
-namespace {
-struct collective_clock {
-  bool running = false;
-  double seconds = 0;
-};
-collective_clock comm_clock;
-
-template <class F>
-int timed(F&& call) {
-  if (!comm_clock.running) return call();
-  const double t0 = PMPI_Wtime();
-  const int rc = call();
-  comm_clock.seconds += PMPI_Wtime() - t0;
-  return rc;
-}
-}  // namespace
-
-extern "C" {
-int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                   MPI_Comm comm) {
-  return timed([&] {
-    return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                           comm);
-  });
-}
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                  MPI_Comm comm) {
-  return timed([&] { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
-}
-int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
-                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return timed(
-      [&] { return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm); });
-}
-int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  return timed([&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
-}
-int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return timed([&] {
-    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                          recvtype, comm);
-  });
-}
-int MPI_Barrier(MPI_Comm comm) {
-  return timed([&] { return PMPI_Barrier(comm); });
-}
-int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                    MPI_Comm comm, MPI_Request* request) {
-  return timed([&] {
-    return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                            comm, request);
-  });
-}
-int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return timed([&] { return PMPI_Send(buf, count, datatype, dest, tag, comm); });
-}
-int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-             MPI_Status* status) {
-  return timed([&] { return PMPI_Recv(buf, count, datatype, source, tag, comm, status); });
-}
-int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                 MPI_Comm comm, MPI_Status* status) {
-  return timed([&] {
-    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
-                         source, recvtag, comm, status);
-  });
-}
-int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-              MPI_Request* request) {
-  return timed([&] { return PMPI_Isend(buf, count, datatype, dest, tag, comm, request); });
-}
-int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-              MPI_Request* request) {
-  return timed([&] { return PMPI_Irecv(buf, count, datatype, source, tag, comm, request); });
-}
-int MPI_Wait(MPI_Request* request, MPI_Status* status) {
-  return timed([&] { return PMPI_Wait(request, status); });
-}
-int MPI_Waitall(int count, MPI_Request requests[], MPI_Status* statuses) {
-  return timed([&] { return PMPI_Waitall(count, requests, statuses); });
-}
-int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  return timed([&] { return PMPI_Test(request, flag, status); });
-}
-}  // extern "C"
+using shardcheck::bench::comm_clock;
 
 namespace {
 
@@ -635,11 +540,16 @@ int main(int argc, char** argv) {
         ->ReportAggregatesOnly(true)
         ->Unit(benchmark::kMillisecond);
   };
-  // Each shape once per layer count some strategy needs (min_layers): 1, and stacks of L > 1.
+  // A stack strategy runs one layer per rank where it can (a pipeline: one layer per stage),
+  // within the layer counts it takes.
+  const auto layers_of = [size](const par::strategy& s) {
+    return std::clamp(static_cast<std::size_t>(size), s.min_layers(), s.max_layers());
+  };
+  // Each shape once per layer count some strategy runs: 1, and stacks of L > 1.
   std::vector<std::size_t> layer_counts{1};
   for (const auto& s : strategies.all())
-    if (std::find(layer_counts.begin(), layer_counts.end(), s->min_layers()) == layer_counts.end())
-      layer_counts.push_back(s->min_layers());
+    if (std::find(layer_counts.begin(), layer_counts.end(), layers_of(*s)) == layer_counts.end())
+      layer_counts.push_back(layers_of(*s));
   std::sort(layer_counts.begin(), layer_counts.end());
   std::vector<shape> all_shapes;  // registered benchmarks keep references into it
   for (const shape& base : shapes)
@@ -650,7 +560,7 @@ int main(int argc, char** argv) {
                   [&bench, &sh](benchmark::State& state) { bench.reference(state, sh); }),
               sh);
     for (const auto& s : strategies.all()) {
-      if (s->min_layers() != sh.layers) continue;  // it runs on the shape with its own count
+      if (layers_of(*s) != sh.layers) continue;  // it runs on the shape with its own count
       try {
         (void)case_for(*s, sh, size);
       } catch (const std::exception& e) {

@@ -277,28 +277,10 @@ struct run_result {
   }
 };
 
-// The inputs this rank holds: its blocks of X, W_1 … W_L and dY.
-struct inputs {
-  any_matrix x;
-  std::vector<any_matrix> ws;
-  any_matrix dy;
-};
-inputs inputs_of(const par::strategy& s, const par::run_case& c, std::span<const int> coords) {
-  inputs in;
-  for (const tensor_slot& t : par::tensors_of(c)) {
-    if (t.t != tensor::x && t.t != tensor::w && t.t != tensor::dy) continue;
-    any_matrix m = generate_block(c, t, par::block_of(s, c, t, coords));
-    if (t.t == tensor::x) in.x = std::move(m);
-    else if (t.t == tensor::dy) in.dy = std::move(m);
-    else in.ws.push_back(std::move(m));
-  }
-  return in;
-}
-
 // Runs forward and backward once, measuring each phase's peak. The ledger is sized for what the
 // cost model predicts before the measured scopes open, so recording allocates nothing in them.
 run_result run_once(const par::strategy& s, const par::run_case& c, par::mesh& grid,
-                    const inputs& in, const par::cost_estimate& cost) {
+                    const rank_inputs& in, const par::cost_estimate& cost) {
   run_result r;
   r.dws.resize(in.ws.size());
   par::ledger log;
@@ -374,6 +356,19 @@ std::int64_t first_difference(const any_matrix& a, const any_matrix& b) {
 
 }  // namespace
 
+rank_inputs inputs_of(const par::strategy& s, const par::run_case& c,
+                      std::span<const int> coords) {
+  rank_inputs in;
+  for (const tensor_slot& t : par::tensors_of(c)) {
+    if (t.t != tensor::x && t.t != tensor::w && t.t != tensor::dy) continue;
+    any_matrix m = generate_block(c, t, par::block_of(s, c, t, coords));
+    if (t.t == tensor::x) in.x = std::move(m);
+    else if (t.t == tensor::dy) in.dy = std::move(m);
+    else in.ws.push_back(std::move(m));
+  }
+  return in;
+}
+
 verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& case_comm,
                     unsigned mask) {
   verdict v;
@@ -395,7 +390,7 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
     grid.set_backend(c.backend);
     const std::vector<int> coords = grid.coords();
     const par::cost_estimate cost = s.cost(c, coords);
-    const inputs in = inputs_of(s, c, coords);
+    const rank_inputs in = inputs_of(s, c, coords);
 
     const run_result first = run_once(s, c, grid, in, cost);
     for (const tensor_slot& t : outputs) {

@@ -3,6 +3,7 @@
 // and checks its own output blocks against a reference computed locally from the rows and columns
 // it needs. Nothing is gathered to rank 0 to check.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,16 @@ struct verdict {
   double worst_memory = 0;  // max measured / bound over phases
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the phase with the worst ratio
 };
+
+// The inputs a rank holds in case c at mesh coordinates `coords`: its blocks of X, W_1 … W_L and
+// dY, generated from the case's seed (benchmarks build their inputs the same way).
+struct rank_inputs {
+  par::any_matrix x;
+  std::vector<par::any_matrix> ws;
+  par::any_matrix dy;
+};
+[[nodiscard]] rank_inputs inputs_of(const par::strategy& s, const par::run_case& c,
+                                    std::span<const int> coords);
 
 // Runs case c on this rank of case_comm (whose size is c.p), checking the properties in `mask`.
 // \note collective over case_comm.
