@@ -83,8 +83,9 @@ int do_list(const catalogue& cat) {
       par::complete_and_validate(*s, d);
       return d;
     }();
-    std::printf("%s\n  %s\n  placements (1-axis mesh, defaults): %s\n", s->name().c_str(),
-                s->summary().c_str(), placements_line(*s, c).c_str());
+    const std::size_t axes = s->mesh_dims(c).size();
+    std::printf("%s\n  %s\n  placements (%zu-axis mesh, defaults): %s\n", s->name().c_str(),
+                s->summary().c_str(), axes, placements_line(*s, c).c_str());
     for (const auto& ps : s->params())
       std::printf("  parameter %s in [%lld, %lld], default %lld: %s\n", ps.name.c_str(),
                   static_cast<long long>(ps.min), static_cast<long long>(ps.max),
@@ -97,7 +98,8 @@ nlohmann::ordered_json entry_json(const par::ledger_entry& e) {
   nlohmann::ordered_json j = {{"collective", par::to_string(e.kind)}, {"axis", e.axis},
                       {"elements", e.elements},           {"elem_bytes", e.elem_bytes},
                       {"bytes_sent", e.bytes_sent},       {"bytes_received", e.bytes_received}};
-  if (e.root >= 0) j["root"] = e.root;
+  const bool p2p = e.kind == par::collective::send || e.kind == par::collective::recv;
+  if (e.root >= 0) j[p2p ? "peer" : "root"] = e.root;
   return j;
 }
 
@@ -174,9 +176,12 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     std::cout << "\n";
     for (const char* phase : {"forward", "backward"})
       for (const auto& e : rank[phase]) {
-        std::cout << "  " << phase << " " << e["collective"].get<std::string>() << ": "
-                  << e["elements"] << " elements, sent " << e["bytes_sent"] << " B, received "
-                  << e["bytes_received"] << " B\n";
+        std::cout << "  " << phase << " " << e["collective"].get<std::string>();
+        if (e.contains("peer")) std::cout << (e["collective"] == "send" ? " to " : " from ")
+                                          << e["peer"];
+        if (e.contains("root")) std::cout << " root " << e["root"];
+        std::cout << " (axis " << e["axis"] << "): " << e["elements"] << " elements, sent "
+                  << e["bytes_sent"] << " B, received " << e["bytes_received"] << " B\n";
       }
     std::cout << "  peak memory bound: forward " << rank["peak_bytes_bound"]["forward"]
               << " B, backward " << rank["peak_bytes_bound"]["backward"]
