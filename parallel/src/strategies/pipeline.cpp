@@ -289,14 +289,13 @@ pipeline::pipeline(pipeline_schedule sched, bool hybrid, defect d, std::string n
 }
 
 std::string pipeline::summary() const {
-  std::string out = hybrid_ ? "dp × pp × tp mesh: data parallel over dp, the column→row pairs "
+  return hybrid_ ? "dp × pp × tp mesh: data parallel over dp, the column→row pairs "
                               "over tp, a 1F1B pipeline over pp; dW all-reduced over dp only"
                             : schedule_ == pipeline_schedule::gpipe
                                   ? "pipeline of stages (part.L), m micro-batches, GPipe: all "
                                     "forwards then all backwards"
                                   : "pipeline of stages (part.L), m micro-batches, 1F1B: at most "
                                     "min(m, p − s) micro-batches held on stage s";
-  return out;
 }
 
 std::vector<param_spec> pipeline::params() const {
@@ -326,7 +325,8 @@ std::vector<split> pipeline::extra_splits(const run_case& c) const {
   return {{"L", static_cast<std::int64_t>(c.prob.layers()), mesh_dims(c)[pp_axis]}};
 }
 
-layout pipeline::placement_of_layer(tensor t, std::size_t layer, const run_case& c) const {
+layout pipeline::placement_of_layer(tensor /*w or dw alike*/, std::size_t layer,
+                                    const run_case& c) const {
   const auto dims = mesh_dims(c);
   const partition stages = stage_partition(c, dims[pp_axis]);
   placement on_tp = placement::R();
@@ -335,7 +335,6 @@ layout pipeline::placement_of_layer(tensor t, std::size_t layer, const run_case&
     const bool outputs = layer % 2 == 0, out_in = c.prob.layout == weight_layout::out_in;
     on_tp = placement::S(outputs == out_in ? 0 : 1);
   }
-  (void)t;
   return {placement::R(), placement::On(stages.owner(static_cast<std::int64_t>(layer))), on_tp};
 }
 

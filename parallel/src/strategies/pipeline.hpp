@@ -30,9 +30,10 @@
 // peak: the activations held (m or min(m, pp − s) micro-batches of the largest size), one
 // micro-batch's working buffers, the outputs and the dp buffer.
 //
-// Example: p = 4, L = 3, part.L = 1,2,0,0, 1F1B, m = 3: stage 0 (layer 1) runs F0 F1 F2 B0 B1 B2
-// in the order F0 F1 F2 B0 B1 B2 (warm-up min(3, 3)), stage 3 (no layer) runs F0 B0 F1 B1 F2 B2,
-// passing activations to nowhere but keeping Y's rows on its rank.
+// Example: p = 4, L = 3, part.L = 1,2,0,0, 1F1B, m = 3: stage 0 (layer 1) warms up with
+// min(3, 3) forwards and runs F0 F1 F2 B0 B1 B2, holding all three micro-batches; stage 2 (no
+// layer) runs F0 F1 B0 F2 B1 B2, holding two; stage 3 (no layer, the last) runs
+// F0 B0 F1 B1 F2 B2, receiving Y's rows and sending dY's back, holding one.
 #include <string>
 
 #include "shardcheck/parallel/strategy.hpp"
