@@ -231,10 +231,14 @@ class stage_runner {
     bwd_req_ = grid_.axis(pp_axis).start_send<T>(bwd_owned_.span(), pl_.s - 1, tag(i));
   }
 
-  // Completes the messages in flight; throws if a message had the wrong size.
+  // Completes the messages in flight.
   void finish() {
     comm::wait_send(fwd_req_);
     comm::wait_send(bwd_req_);
+  }
+  // Throws if a message had the wrong size; called once this rank's collectives are all done,
+  // so that no peer waits in one for a rank that left.
+  void report() const {
     if (!error_.empty()) throw error(error_);
   }
 
@@ -278,6 +282,39 @@ class stage_runner {
   matrix<T> fwd_owned_, bwd_owned_, previous_;
   std::string error_;
 };
+
+// dW of every layer of this rank in one buffer, all-reduced over dp (one collective).
+template <class T>
+void all_reduce_dw(context& ctx, const run_case& c, const plan& pl, std::span<any_matrix> dws,
+                   pipeline_defect defect) {
+  std::int64_t total = 0;
+  for (std::size_t l = pl.l0; l < pl.l1; ++l)
+    total += static_cast<std::int64_t>(std::get<matrix<T>>(dws[l]).data.size());
+  comm* over = &ctx.grid.axis(dp_axis);
+  if (defect == pipeline_defect::dw_over_world) {
+    // Every rank's dW buffer padded to the largest on the mesh, summed over all of it.
+    over = &ctx.grid.all();
+    for (int q = 0; q < c.p; ++q) {
+      const plan other = make_plan(c, coords_of(q, ctx.grid.dims()), ctx.grid.dims(), pl.m);
+      std::int64_t n = 0;
+      for (std::size_t l = other.l0; l < other.l1; ++l) n += other.in_w(l) * other.out_w(l);
+      total = std::max(total, n);
+    }
+  }
+  mem::tracked_vector<T> flat(static_cast<std::size_t>(total));
+  T* at = flat.data();
+  for (std::size_t l = pl.l0; l < pl.l1; ++l) {
+    const auto& dw = std::get<matrix<T>>(dws[l]).data;
+    at = std::copy(dw.begin(), dw.end(), at);
+  }
+  over->all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
+  const T* from = flat.data();
+  for (std::size_t l = pl.l0; l < pl.l1; ++l) {
+    auto& dw = std::get<matrix<T>>(dws[l]).data;
+    std::copy(from, from + dw.size(), dw.begin());
+    from += dw.size();
+  }
+}
 
 }  // namespace
 
@@ -457,6 +494,7 @@ void pipeline::forward_layers_t(context& ctx, const run_case& c, const matrix<T>
     }
   }
   run.finish();
+  run.report();
 }
 
 template <class T>
@@ -490,35 +528,8 @@ void pipeline::backward_layers_t(context& ctx, const run_case& c, const matrix<T
     else stage_runner<T>::copy_into_rows(g, dx, pl.mb_off[static_cast<std::size_t>(o.mb)]);
   }
   run.finish();
-  if (pl.dp == 1) return;
-  // dW of every layer of this rank in one buffer, all-reduced over dp (one collective).
-  std::int64_t total = 0;
-  for (std::size_t l = pl.l0; l < pl.l1; ++l)
-    total += static_cast<std::int64_t>(std::get<matrix<T>>(dws[l]).data.size());
-  comm* over = &ctx.grid.axis(dp_axis);
-  if (defect_ == pipeline_defect::dw_over_world) {
-    // Every rank's dW buffer padded to the largest on the mesh, summed over all of it.
-    over = &ctx.grid.all();
-    for (int q = 0; q < c.p; ++q) {
-      const plan other = make_plan(c, coords_of(q, ctx.grid.dims()), ctx.grid.dims(), pl.m);
-      std::int64_t n = 0;
-      for (std::size_t l = other.l0; l < other.l1; ++l) n += other.in_w(l) * other.out_w(l);
-      total = std::max(total, n);
-    }
-  }
-  mem::tracked_vector<T> flat(static_cast<std::size_t>(total));
-  T* at = flat.data();
-  for (std::size_t l = pl.l0; l < pl.l1; ++l) {
-    const auto& dw = std::get<matrix<T>>(dws[l]).data;
-    at = std::copy(dw.begin(), dw.end(), at);
-  }
-  over->all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
-  const T* from = flat.data();
-  for (std::size_t l = pl.l0; l < pl.l1; ++l) {
-    auto& dw = std::get<matrix<T>>(dws[l]).data;
-    std::copy(from, from + dw.size(), dw.begin());
-    from += dw.size();
-  }
+  if (pl.dp > 1) all_reduce_dw<T>(ctx, c, pl, dws, defect_);
+  run.report();
 }
 
 SHARDCHECK_INSTANTIATE_STACK_STRATEGY(pipeline);
