@@ -12,7 +12,8 @@
 //
 // Every rank runs identical iteration counts (fixed Iterations; 3 repetitions, medians reported,
 // unless --benchmark_repetitions / --benchmark_report_aggregates_only say otherwise: every rank
-// gets the same command line); only rank 0 prints. Run: mpirun -n 2 build/bench/shardcheck_bench_collectives
+// gets the same command line); only rank 0 prints.
+// Run: mpirun -n 2 build/bench/shardcheck_bench_collectives
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 

@@ -84,7 +84,8 @@ cost_estimate overlap_check::cost(const run_case& c, std::span<const int> coords
   e.forward.push_back(all_gather_entry(c.backend, window(0, half(c)), r, es));
   e.forward.push_back(all_gather_entry(c.backend, window(half(c), m), r, es));
   e.peak_forward = m * n * s;
-  const collective dw_kind = reduce_scatters(c) ? collective::reduce_scatter : collective::all_reduce;
+  const collective dw_kind =
+      reduce_scatters(c) ? collective::reduce_scatter : collective::all_reduce;
   if (reduce_scatters(c)) {
     const partition& wrows = weight_rows(c);
     e.backward.push_back(reduce_scatter_entry(c.backend, wrows.scaled(cols), r, es));
