@@ -10,8 +10,10 @@
 //               × 1 (broadcast): the bandwidth each link carries, comparable across p
 //   #wrong      elements differing from the exact result, over all ranks, checked once before timing
 //
-// Every rank runs identical iteration counts (fixed Iterations and Repetitions, medians reported);
-// only rank 0 prints. Run: mpirun -n 2 build/bench/shardcheck_bench_collectives
+// Every rank runs identical iteration counts (fixed Iterations; 3 repetitions, medians reported,
+// unless --benchmark_repetitions / --benchmark_report_aggregates_only say otherwise: every rank
+// gets the same command line); only rank 0 prints.
+// Run: mpirun -n 2 build/bench/shardcheck_bench_collectives
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
@@ -182,11 +184,15 @@ int main(int argc, char** argv) {
                                        bytes)
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond)
-              ->Iterations(iterations_for(bytes))
-              ->Repetitions(3)
-              ->ReportAggregatesOnly(true);
+              ->Iterations(iterations_for(bytes));
         }
-    benchmark::Initialize(&argc, argv);
+    // Defaults first, so that the same flags given on the command line win.
+    std::string repetitions = "--benchmark_repetitions=3";
+    std::string aggregates = "--benchmark_report_aggregates_only=true";
+    std::vector<char*> args(argv, argv + argc);
+    args.insert(args.begin() + 1, {repetitions.data(), aggregates.data()});
+    int count = static_cast<int>(args.size());
+    benchmark::Initialize(&count, args.data());
     if (world.rank() == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {

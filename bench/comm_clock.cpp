@@ -92,4 +92,18 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status* statuses) {
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   return timed([&] { return PMPI_Test(request, flag, status); });
 }
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  return timed([&] { return PMPI_Testall(count, requests, flag, statuses); });
+}
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                   MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return timed(
+      [&] { return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request); });
+}
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return timed([&] {
+    return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+  });
+}
 }  // extern "C"

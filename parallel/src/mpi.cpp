@@ -46,6 +46,8 @@ comm::comm(MPI_Comm c, bool owned) : c_(c), owned_(owned) {
   counts_nb_.resize(p);
   displs_nb_.resize(p);
   scratch_.resize(std::size_t{1} << 20);
+  scratch_nb_.resize(std::size_t{1} << 20);
+  schedule_ = std::make_unique<native::schedule>();
 }
 
 comm comm::world() { return comm(MPI_COMM_WORLD, false); }
@@ -76,8 +78,13 @@ comm& comm::operator=(comm&& o) noexcept {
   displs_b_ = std::move(o.displs_b_);
   counts64_ = std::move(o.counts64_);
   pending_ = std::exchange(o.pending_, MPI_REQUEST_NULL);
+  schedule_ = std::move(o.schedule_);
+  scheduled_ = std::exchange(o.scheduled_, false);
+  scratch_nb_ = std::move(o.scratch_nb_);
   counts_nb_ = std::move(o.counts_nb_);
   displs_nb_ = std::move(o.displs_nb_);
+  pending_ledger_ = std::exchange(o.pending_ledger_, nullptr);
+  pending_entry_ = o.pending_entry_;
   waited_ = o.waited_;
   return *this;
 }
@@ -111,6 +118,43 @@ void comm::to_counts(std::span<const std::int64_t> counts, std::vector<int>& c,
   }
 }
 
+std::int64_t comm::gather_counts(std::size_t buffer, std::span<const std::int64_t> counts,
+                                std::vector<int>& c, std::vector<int>& d,
+                                std::string_view what) const {
+  to_counts(counts, c, d);
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  if (static_cast<std::int64_t>(buffer) != total) {
+    std::string msg(what);
+    msg += ": buffer of " + std::to_string(buffer);
+    msg += " elements for counts totalling " + std::to_string(total);
+    throw invalid_problem(msg);
+  }
+  return total;
+}
+
+std::int64_t comm::scatter_counts(std::size_t in, std::size_t out,
+                                 std::span<const std::int64_t> counts, std::vector<int>& c,
+                                 std::vector<int>& d, std::string_view what) const {
+  to_counts(counts, c, d);
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  if (static_cast<std::int64_t>(in) != total ||
+      static_cast<std::int64_t>(out) != counts[static_cast<std::size_t>(rank_)]) {
+    std::string msg(what);
+    msg += ": buffer sizes disagree with the counts";
+    throw invalid_problem(msg);
+  }
+  return total;
+}
+
+std::int64_t comm::reduce_count(std::size_t n, std::string_view what) {
+  if (n > INT32_MAX) {
+    std::string msg(what);
+    msg += ": count out of range for MPI";
+    throw invalid_problem(msg);
+  }
+  return static_cast<std::int64_t>(n);
+}
+
 void comm::fingerprint(collective kind, std::size_t elem_bytes, std::int64_t count, int root) {
   const std::uint64_t seq = sequence_++;
   if (!checked_) return;
@@ -130,8 +174,9 @@ void comm::fingerprint(collective kind, std::size_t elem_bytes, std::int64_t cou
                     std::to_string(count) + ", root " + std::to_string(root) + ")");
 }
 
-native::channel comm::channel() {
-  return native::channel{c_, rank_, size_, scratch_, defect_, 0, 0};
+native::channel comm::channel(bool started) {
+  return native::channel{c_, rank_, size_, started ? std::span(scratch_nb_) : std::span(scratch_),
+                         defect_, started, 0, 0};
 }
 
 void comm::record_native(ledger_entry e, const native::channel& ch) {
@@ -142,17 +187,14 @@ void comm::record_native(ledger_entry e, const native::channel& ch) {
 
 template <class T>
 void comm::all_gather(std::span<T> buffer, std::span<const std::int64_t> counts) {
-  to_counts(counts, counts_a_, displs_a_);
-  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
-  if (static_cast<std::int64_t>(buffer.size()) != total)
-    throw invalid_problem("all_gather: buffer of " + std::to_string(buffer.size()) +
-                          " elements for counts totalling " + std::to_string(total));
+  const std::int64_t total =
+      gather_counts(buffer.size(), counts, counts_a_, displs_a_, "all_gather");
   fingerprint(collective::all_gather, sizeof(T), total, -1);
   const ledger_entry e = all_gather_entry(backend_, counts, rank_, sizeof(T));
   if (backend_ == backend::native) {
-    auto ch = channel();
-    native::all_gather<T>(ch, buffer.data(), counts_a_, displs_a_);
-    return record_native(e, ch);
+    auto run = native::all_gather<T>(channel(), buffer.data(), counts_a_, displs_a_);
+    run.wait();
+    return record_native(e, run.counted());
   }
   check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), counts_a_.data(),
                            displs_a_.data(), mpi_type<T>(), c_),
@@ -162,14 +204,13 @@ void comm::all_gather(std::span<T> buffer, std::span<const std::int64_t> counts)
 
 template <class T>
 void comm::all_reduce_sum(std::span<T> buffer) {
-  if (buffer.size() > INT32_MAX) throw invalid_problem("all_reduce: count out of range for MPI");
-  const auto n = static_cast<std::int64_t>(buffer.size());
+  const std::int64_t n = reduce_count(buffer.size(), "all_reduce");
   fingerprint(collective::all_reduce, sizeof(T), n, -1);
   const ledger_entry e = all_reduce_entry(backend_, n, rank_, size_, sizeof(T));
   if (backend_ == backend::native) {
-    auto ch = channel();
-    native::all_reduce<T>(ch, buffer);
-    return record_native(e, ch);
+    auto run = native::all_reduce<T>(channel(), buffer, counts_a_, displs_a_);
+    run.wait();
+    return record_native(e, run.counted());
   }
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(n), mpi_type<T>(), MPI_SUM,
                           c_),
@@ -180,17 +221,14 @@ void comm::all_reduce_sum(std::span<T> buffer) {
 template <class T>
 void comm::reduce_scatter_sum(std::span<const T> in, std::span<T> out,
                               std::span<const std::int64_t> counts) {
-  to_counts(counts, counts_a_, displs_a_);
-  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
-  if (static_cast<std::int64_t>(in.size()) != total ||
-      static_cast<std::int64_t>(out.size()) != counts[static_cast<std::size_t>(rank_)])
-    throw invalid_problem("reduce_scatter: buffer sizes disagree with the counts");
+  const std::int64_t total =
+      scatter_counts(in.size(), out.size(), counts, counts_a_, displs_a_, "reduce_scatter");
   fingerprint(collective::reduce_scatter, sizeof(T), total, -1);
   const ledger_entry e = reduce_scatter_entry(backend_, counts, rank_, sizeof(T));
   if (backend_ == backend::native) {
-    auto ch = channel();
-    native::reduce_scatter<T>(ch, in.data(), out.data(), counts_a_, displs_a_);
-    return record_native(e, ch);
+    auto run = native::reduce_scatter<T>(channel(), in.data(), out.data(), counts_a_, displs_a_);
+    run.wait();
+    return record_native(e, run.counted());
   }
   check_mpi(MPI_Reduce_scatter(in.data(), out.data(), counts_a_.data(), mpi_type<T>(), MPI_SUM,
                                c_),
@@ -284,34 +322,99 @@ void comm::barrier() {
   record(e);
 }
 
-template <class T>
-void comm::start_all_gather(std::span<T> buffer, std::span<const std::int64_t> counts) {
-  if (pending_ != MPI_REQUEST_NULL)
-    throw invalid_problem("start_all_gather: a non-blocking all-gather is already pending");
-  to_counts(counts, counts_nb_, displs_nb_);
-  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
-  if (static_cast<std::int64_t>(buffer.size()) != total)
-    throw invalid_problem("start_all_gather: buffer of " + std::to_string(buffer.size()) +
-                          " elements for counts totalling " + std::to_string(total));
-  fingerprint(collective::all_gather, sizeof(T), total, -1);
-  check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), counts_nb_.data(),
-                            displs_nb_.data(), mpi_type<T>(), c_, &pending_),
-            "MPI_Iallgatherv");
-  // Open MPI's non-blocking all-gather, whatever this comm's backend: recorded as such.
-  record(all_gather_entry(backend::mpi, counts, rank_, sizeof(T)));
+void comm::begin_started(collective kind, std::size_t elem_bytes, std::int64_t count) {
+  if (pending_ != MPI_REQUEST_NULL || scheduled_)
+    throw invalid_problem("start_" + std::string(to_string(kind)) +
+                          ": a non-blocking collective is already pending on this comm");
+  fingerprint(kind, elem_bytes, count, -1);
 }
 
-bool comm::test_all_gather() {
+void comm::record_started(const ledger_entry& e) {
+  pending_ledger_ = scheduled_ ? ledger_ : nullptr;
+  if (ledger_ != nullptr) pending_entry_ = ledger_->entries().size();
+  record(e);
+}
+
+void comm::finish_started() {
+  if (!scheduled_) return;
+  scheduled_ = false;
+  const native::channel& ch = schedule_->counted();
+  if (pending_ledger_ != nullptr) pending_ledger_->set_bytes(pending_entry_, ch.sent, ch.received);
+  pending_ledger_ = nullptr;
+}
+
+template <class T>
+void comm::start_all_gather(std::span<T> buffer, std::span<const std::int64_t> counts) {
+  const std::int64_t total =
+      gather_counts(buffer.size(), counts, counts_nb_, displs_nb_, "start_all_gather");
+  begin_started(collective::all_gather, sizeof(T), total);
+  if (backend_ == backend::native) {
+    *schedule_ = native::all_gather<T>(channel(true), buffer.data(), counts_nb_, displs_nb_);
+    scheduled_ = true;
+  } else {
+    check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data(), counts_nb_.data(),
+                              displs_nb_.data(), mpi_type<T>(), c_, &pending_),
+              "MPI_Iallgatherv");
+  }
+  record_started(all_gather_entry(backend_, counts, rank_, sizeof(T)));
+  test_pending();
+}
+
+template <class T>
+void comm::start_reduce_scatter_sum(std::span<const T> in, std::span<T> out,
+                                    std::span<const std::int64_t> counts) {
+  const std::int64_t total = scatter_counts(in.size(), out.size(), counts, counts_nb_,
+                                           displs_nb_, "start_reduce_scatter");
+  begin_started(collective::reduce_scatter, sizeof(T), total);
+  if (backend_ == backend::native) {
+    *schedule_ =
+        native::reduce_scatter<T>(channel(true), in.data(), out.data(), counts_nb_, displs_nb_);
+    scheduled_ = true;
+  } else {
+    check_mpi(MPI_Ireduce_scatter(in.data(), out.data(), counts_nb_.data(), mpi_type<T>(), MPI_SUM,
+                                  c_, &pending_),
+              "MPI_Ireduce_scatter");
+  }
+  record_started(reduce_scatter_entry(backend_, counts, rank_, sizeof(T)));
+  test_pending();
+}
+
+template <class T>
+void comm::start_all_reduce_sum(std::span<T> buffer) {
+  const std::int64_t n = reduce_count(buffer.size(), "start_all_reduce");
+  begin_started(collective::all_reduce, sizeof(T), n);
+  if (backend_ == backend::native) {
+    *schedule_ = native::all_reduce<T>(channel(true), buffer, counts_nb_, displs_nb_);
+    scheduled_ = true;
+  } else {
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(n), mpi_type<T>(),
+                             MPI_SUM, c_, &pending_),
+              "MPI_Iallreduce");
+  }
+  record_started(all_reduce_entry(backend_, n, rank_, size_, sizeof(T)));
+  test_pending();
+}
+
+bool comm::test_pending() {
+  if (scheduled_) {
+    if (!schedule_->test()) return false;
+    finish_started();
+    return true;
+  }
   if (pending_ == MPI_REQUEST_NULL) return true;
   int done = 0;
   check_mpi(MPI_Test(&pending_, &done, MPI_STATUS_IGNORE), "MPI_Test");
   return done != 0;
 }
 
-void comm::wait_all_gather() {
-  if (pending_ == MPI_REQUEST_NULL) return;
+void comm::wait_pending() {
   const double t0 = MPI_Wtime();
-  check_mpi(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait");
+  if (scheduled_) {
+    schedule_->wait();
+    finish_started();
+  } else if (pending_ != MPI_REQUEST_NULL) {
+    check_mpi(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
   waited_ += MPI_Wtime() - t0;
 }
 
@@ -330,7 +433,10 @@ std::span<const std::int64_t> comm::window_counts(const partition& parts, std::i
 
 #define SHARDCHECK_COMM_INSTANTIATE(T)                                                        \
   template void comm::all_gather<T>(std::span<T>, std::span<const std::int64_t>);             \
-  template void comm::start_all_gather<T>(std::span<T>, std::span<const std::int64_t>); \
+  template void comm::start_all_gather<T>(std::span<T>, std::span<const std::int64_t>);       \
+  template void comm::start_reduce_scatter_sum<T>(std::span<const T>, std::span<T>,           \
+                                                  std::span<const std::int64_t>);             \
+  template void comm::start_all_reduce_sum<T>(std::span<T>);                                  \
   template void comm::all_reduce_sum<T>(std::span<T>);                                        \
   template void comm::reduce_scatter_sum<T>(std::span<const T>, std::span<T>,                 \
                                             std::span<const std::int64_t>);                   \

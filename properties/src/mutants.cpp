@@ -4,6 +4,7 @@
 #include "strategies/column_parallel.hpp"
 #include "strategies/column_row_pair.hpp"
 #include "strategies/data_parallel.hpp"
+#include "strategies/overlap_check.hpp"
 #include "strategies/pipeline.hpp"
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
@@ -176,11 +177,18 @@ constexpr collective_mutant collective_mutants[] = {
      "native ring all-reduce: stops after its reduce-scatter phase", property::forward},
     {"mutant.reduce_scatter_even", cd::reduce_scatter_even_counts, "row_parallel",
      "native reduce-scatter-v: reads chunks where an even split would put them", property::forward},
+    {"mutant.nonblocking_short_by_one", cd::nonblocking_short_by_one, "collective.overlap",
+     "native non-blocking ring all-gather of Y: a started collective ends one step early",
+     property::forward},
+    {"mutant.nonblocking_dw_short_by_one", cd::nonblocking_short_by_one, "collective.overlap",
+     "native non-blocking ring reduce-scatter / all-reduce of dW: one step early",
+     property::backward},
 };
 
 std::unique_ptr<par::strategy> host_named(std::string_view host, const char* name) {
   if (host == "data_parallel") return std::make_unique<dp>(dp::defect::none, name);
   if (host == "row_parallel") return std::make_unique<rp>(rp::defect::none, name);
+  if (host == "collective.overlap") return std::make_unique<par::overlap_check>(name);
   return std::make_unique<par::collective_check>(par::collective::broadcast, name);
 }
 }  // namespace

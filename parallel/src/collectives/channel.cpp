@@ -32,4 +32,17 @@ void channel::recv(void* in, std::int64_t m, int from, MPI_Datatype t, std::size
   received += m * static_cast<std::int64_t>(elem_bytes);
 }
 
+void channel::post(const void* out, std::int64_t n, int to, void* in, std::int64_t m, int from,
+                   MPI_Datatype t, std::size_t elem_bytes, int tag, MPI_Request (&reqs)[2]) {
+  reqs[0] = reqs[1] = MPI_REQUEST_NULL;
+  if (from >= 0) {
+    check_mpi(MPI_Irecv(in, as_count(m), t, from, tag, c, &reqs[0]), "MPI_Irecv");
+    received += m * static_cast<std::int64_t>(elem_bytes);
+  }
+  if (to >= 0) {
+    check_mpi(MPI_Isend(out, as_count(n), t, to, tag, c, &reqs[1]), "MPI_Isend");
+    sent += n * static_cast<std::int64_t>(elem_bytes);
+  }
+}
+
 }  // namespace shardcheck::par::native

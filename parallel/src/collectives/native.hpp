@@ -15,6 +15,13 @@
 // receives chunk 0's partial, adds its own: rank 0 holds chunk 0 complete. Two all-gather steps
 // then hand every complete chunk round the ring.
 //
+// All-gather, reduce-scatter and all-reduce run as a `schedule`: a state machine over steps, each
+// step at most one send and one receive (MPI_Isend/MPI_Irecv, posted together) followed by the
+// local additions on what arrived. test() finishes every step whose messages have arrived and
+// posts the next, so a rank that calls it between chunks of work moves the collective on while it
+// computes; wait() drives it to the end. The blocking forms are a schedule waited at once, so both
+// forms send the same messages and count the same bytes.
+//
 // Reductions stream through a scratch buffer the communicator owns (never allocated here), in
 // segments of at most scratch/(2·sizeof(T)) elements, so large buffers need no temporary copy.
 #include <mpi.h>
@@ -35,6 +42,9 @@ struct channel {
   int rank = 0, size = 1;
   std::span<std::byte> scratch;
   collective_defect defect = collective_defect::none;
+  // Started by a comm::start_* call: its tags are offset (a blocking collective may run on the same
+  // communicator meanwhile) and the nonblocking defect applies.
+  bool started = false;
   std::int64_t sent = 0, received = 0;  // bytes
 
   // Send n to `to` and receive m from `from` at once.
@@ -43,6 +53,10 @@ struct channel {
   void send(const void* out, std::int64_t n, int to, MPI_Datatype t, std::size_t elem_bytes,
             int tag);
   void recv(void* in, std::int64_t m, int from, MPI_Datatype t, std::size_t elem_bytes, int tag);
+  // Posts a receive (m > 0 or from ≥ 0) and a send (to ≥ 0) without waiting; a side not posted
+  // leaves MPI_REQUEST_NULL in its slot: reqs[0] the receive, reqs[1] the send.
+  void post(const void* out, std::int64_t n, int to, void* in, std::int64_t m, int from,
+            MPI_Datatype t, std::size_t elem_bytes, int tag, MPI_Request (&reqs)[2]);
   template <class T>
   [[nodiscard]] std::int64_t segment() const {
     return static_cast<std::int64_t>(scratch.size() / (2 * sizeof(T)));
@@ -51,16 +65,88 @@ struct channel {
 
 [[nodiscard]] inline int mod(int a, int p) { return ((a % p) + p) % p; }
 
+// A native collective in flight (see above). Default-constructed: nothing to do.
+class schedule {
+ public:
+  schedule() = default;
+  // Ring reduce-scatter (when `reduce`) and/or ring all-gather over chunk k = [displs[k],
+  // displs[k] + counts[k]). The reduce-scatter reads `in` and leaves the sum of chunk `rank` in
+  // `out` (which may alias in + displs[rank]); the all-gather works in place on `data`. counts and
+  // displs must outlive the schedule.
+  template <class T>
+  static schedule ring(channel ch, const T* in, T* out, bool reduce, T* data, bool gather,
+                       std::span<const int> counts, std::span<const int> displs);
+  // Recursive doubling all-reduce of `buffer` (at most ch.segment<T>() elements), in place.
+  template <class T>
+  static schedule recursive_doubling(channel ch, std::span<T> buffer);
+
+  // Finishes the steps whose messages have arrived and posts the next; true when all are done.
+  bool test();
+  void wait();
+  [[nodiscard]] bool done() const { return next_ >= total_; }
+  // The channel with the bytes counted so far.
+  [[nodiscard]] const channel& counted() const { return ch_; }
+
+ private:
+  enum class kind { none, ring, recursive_doubling };
+  struct step {
+    const std::byte* send = nullptr;
+    std::int64_t send_n = 0;
+    int to = -1;
+    std::byte* recv = nullptr;
+    std::int64_t recv_n = 0;
+    int from = -1;
+    int tag = 0;
+  };
+  using add_fn = void (*)(std::byte* dest, const std::byte* a, const std::byte* b, std::int64_t n);
+
+  // A schedule of kind k on elements of type T, with nothing else set.
+  template <class T>
+  static schedule typed(channel ch, kind k);
+
+  [[nodiscard]] std::byte* at(std::byte* p, std::int64_t elems) const {
+    return p + elems * static_cast<std::int64_t>(elem_);
+  }
+  [[nodiscard]] const std::byte* at(const std::byte* p, std::int64_t elems) const {
+    return p + elems * static_cast<std::int64_t>(elem_);
+  }
+  [[nodiscard]] std::pair<std::int64_t, std::int64_t> chunk(int k) const;
+  void limit_steps();
+  // Step t, and what follows it once its messages completed.
+  [[nodiscard]] step describe(int t) const;
+  void finish(int t);
+  void post(int t);
+
+  channel ch_;
+  kind kind_ = kind::none;
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  std::size_t elem_ = 0;
+  add_fn add_ = nullptr;
+  const std::byte* in_ = nullptr;
+  std::byte* out_ = nullptr;
+  std::byte* data_ = nullptr;
+  std::span<const int> counts_, displs_;
+  std::int64_t seg_ = 0, n_ = 0;  // reduce-scatter segment; recursive doubling's count
+  int reduce_steps_ = 0;          // segments · (p − 1); the gather steps follow them
+  int steps_ = 0;                 // the algorithm's steps
+  int total_ = 0, next_ = 0;      // the steps this schedule runs (the defect drops one)
+  bool posted_ = false;
+  MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
 // \note collective over ch.c. buffer holds chunk k at displs[k], counts[k] elements.
 template <class T>
-void all_gather(channel& ch, T* buffer, std::span<const int> counts, std::span<const int> displs);
-// \note collective over ch.c. out gets counts[rank] elements: the sum of every rank's chunk rank.
-template <class T>
-void reduce_scatter(channel& ch, const T* in, T* out, std::span<const int> counts,
+schedule all_gather(channel ch, T* buffer, std::span<const int> counts,
                     std::span<const int> displs);
-// \note collective over ch.c. In place, sum.
+// \note collective over ch.c. out gets counts[rank] elements: the sum of every rank's chunk rank.
+// displs is the communicator's scratch: the reduce_scatter_even_counts defect rewrites it.
 template <class T>
-void all_reduce(channel& ch, std::span<T> buffer);
+schedule reduce_scatter(channel ch, const T* in, T* out, std::span<const int> counts,
+                        std::span<int> displs);
+// \note collective over ch.c. In place, sum. counts and displs (p entries, the communicator's
+// scratch) receive the balanced chunks the ring runs over.
+template <class T>
+schedule all_reduce(channel ch, std::span<T> buffer, std::span<int> counts, std::span<int> displs);
 // \note collective over ch.c.
 template <class T>
 void broadcast(channel& ch, std::span<T> buffer, int root);
@@ -69,49 +155,5 @@ template <class T>
 void all_to_all(channel& ch, const T* in, std::span<const int> send_counts,
                 std::span<const int> send_displs, T* out, std::span<const int> recv_counts,
                 std::span<const int> recv_displs);
-
-// The two ring halves over chunks given by chunk(k) → {offset, size}, shared by all-reduce.
-// \note collective over ch.c.
-template <class T, class Chunk>
-void ring_all_gather(channel& ch, T* buffer, Chunk chunk) {
-  const int p = ch.size, r = ch.rank;
-  const int steps = ch.defect == collective_defect::ring_short_by_one ? p - 2 : p - 1;
-  for (int s = 0; s < steps; ++s) {
-    const auto [so, sn] = chunk(mod(r - s, p));
-    const auto [ro, rn] = chunk(mod(r - s - 1, p));
-    ch.exchange(buffer + so, sn, mod(r + 1, p), buffer + ro, rn, mod(r - 1, p), mpi_type<T>(),
-                sizeof(T), 11);
-  }
-}
-
-// out (which may alias in + chunk(rank).offset) receives the sum of chunk `rank`. max_size is the
-// largest chunk.
-// \note collective over ch.c.
-template <class T, class Chunk>
-void ring_reduce_scatter(channel& ch, const T* in, T* out, Chunk chunk, std::int64_t max_size) {
-  const int p = ch.size, r = ch.rank;
-  const std::int64_t seg = ch.segment<T>();
-  T* const a = reinterpret_cast<T*>(ch.scratch.data());
-  T* const b = a + seg;
-  const auto part = [&](std::int64_t len, std::int64_t g0) {
-    return std::clamp<std::int64_t>(len - g0, 0, seg);
-  };
-  for (std::int64_t g0 = 0; g0 < max_size; g0 += seg) {
-    T* cur = a;
-    T* next = b;
-    for (int s = 0; s + 1 < p; ++s) {
-      const auto [so, sl] = chunk(mod(r - s - 1, p));
-      const auto [ro, rl] = chunk(mod(r - s - 2, p));
-      const std::int64_t sn = part(sl, g0), rn = part(rl, g0);
-      const T* out_seg = s == 0 ? (sn > 0 ? in + so + g0 : in) : cur;
-      ch.exchange(out_seg, sn, mod(r + 1, p), next, rn, mod(r - 1, p), mpi_type<T>(), sizeof(T),
-                  12);
-      T* dest = s + 2 == p ? out + g0 : next;
-      const T* own = in + ro + g0;
-      for (std::int64_t i = 0; i < rn; ++i) dest[i] = next[i] + own[i];
-      std::swap(cur, next);
-    }
-  }
-}
 
 }  // namespace shardcheck::par::native

@@ -53,10 +53,10 @@ cost_estimate sharded_weights::cost(const run_case& c, std::span<const int> coor
     return counts;
   };
   cost_estimate e;
-  for (std::int64_t i = 0; i < plan.count; ++i) e.forward.push_back(all_gather_entry(backend::mpi, window(i), r, es));
+  for (std::int64_t i = 0; i < plan.count; ++i) e.forward.push_back(all_gather_entry(c.backend, window(i), r, es));
   for (std::int64_t i = 0; i < plan.count; ++i) {
-    if (i == 0 || !overlap) e.backward.push_back(all_gather_entry(backend::mpi, window(i), r, es));
-    if (overlap && i + 1 < plan.count) e.backward.push_back(all_gather_entry(backend::mpi, window(i + 1), r, es));
+    if (i == 0 || !overlap) e.backward.push_back(all_gather_entry(c.backend, window(i), r, es));
+    if (overlap && i + 1 < plan.count) e.backward.push_back(all_gather_entry(c.backend, window(i + 1), r, es));
     e.backward.push_back(reduce_scatter_entry(c.backend, window(i), r, es));
   }
   std::int64_t buckets = (overlap ? plan.pair_rows() : plan.per_bucket) * plan.cols * s;

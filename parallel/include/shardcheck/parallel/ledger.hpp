@@ -113,6 +113,13 @@ class ledger {
   // measured scope what the cost model predicts).
   void reserve(std::size_t n) { entries_.reserve(n); }
   [[nodiscard]] const std::vector<ledger_entry>& entries() const { return entries_; }
+  // Sets the bytes of entry i (a non-blocking collective's, known once it completes); an index
+  // past the end (the ledger was cleared meanwhile) is ignored.
+  void set_bytes(std::size_t i, std::int64_t sent, std::int64_t received) {
+    if (i >= entries_.size()) return;
+    entries_[i].bytes_sent = sent;
+    entries_[i].bytes_received = received;
+  }
 
  private:
   phase phase_ = phase::forward;

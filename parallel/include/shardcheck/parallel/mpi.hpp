@@ -12,8 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shardcheck/parallel/ledger.hpp"
@@ -24,7 +26,8 @@ namespace shardcheck::par {
 
 namespace native {
 struct channel;
-}
+class schedule;
+}  // namespace native
 
 void check_mpi(int rc, const char* what);
 
@@ -59,6 +62,7 @@ enum class collective_defect {
   broadcast_root_zero,         // broadcast always from rank 0, whatever the root
   all_reduce_no_gather,        // ring all-reduce stops after its reduce-scatter phase
   reduce_scatter_even_counts,  // reduce-scatter-v reads chunks where an even split would put them
+  nonblocking_short_by_one,    // a started ring collective ends one step early
 };
 
 class comm {
@@ -138,16 +142,28 @@ class comm {
   // \note collective over this comm.
   void barrier();
 
-  // Non-blocking all-gather, in place as all_gather above; at most one is pending per comm. It is
-  // fingerprinted and recorded in the ledger as an all_gather entry when started. The buffer must
-  // stay alive and untouched until wait_all_gather() returns; test_all_gather() lets MPI progress
-  // it (Open MPI advances non-blocking collectives only inside MPI calls) and says if it is done.
-  // \note collective over this comm.
+  // Non-blocking forms: start_* begins the collective and returns; at most one is pending per
+  // comm. It is fingerprinted and recorded in the ledger when started; on the native backend the
+  // entry's bytes are those counted once it completes (the same as the blocking form's). Its
+  // buffers must stay alive and untouched until wait_pending() returns. test_pending() moves it on
+  // and says if it is done: call it between chunks of work (Open MPI advances its non-blocking
+  // collectives, and shardcheck its native schedules, only inside such calls).
+  // \note collective over this comm. In place, as all_gather.
   template <class T>
   void start_all_gather(std::span<T> buffer, std::span<const std::int64_t> counts);
-  bool test_all_gather();
-  void wait_all_gather();
-  // Seconds spent inside wait_all_gather() since this comm was made: the exposed part of the
+  // \note collective over this comm. As reduce_scatter_sum.
+  template <class T>
+  void start_reduce_scatter_sum(std::span<const T> in, std::span<T> out,
+                                std::span<const std::int64_t> counts);
+  // \note collective over this comm. In place, sum.
+  template <class T>
+  void start_all_reduce_sum(std::span<T> buffer);
+  bool test_pending();
+  void wait_pending();
+  // The names sharded weights and its benchmark call.
+  bool test_all_gather() { return test_pending(); }
+  void wait_all_gather() { wait_pending(); }
+  // Seconds spent inside wait_pending() since this comm was made: the exposed part of the
   // non-blocking gathers (benchmarks read it).
   [[nodiscard]] double waited_seconds() const { return waited_; }
   // counts[r] = |[lo, hi) ∩ part r|·scale: each rank's share of a window of a partitioned
@@ -161,11 +177,25 @@ class comm {
   void record(const ledger_entry& e) {
     if (ledger_ != nullptr) ledger_->record(e, axis_);
   }
-  [[nodiscard]] native::channel channel();
+  [[nodiscard]] native::channel channel(bool started = false);
   void record_native(ledger_entry e, const native::channel& ch);
+  // Checks that nothing is pending and fingerprints a started collective.
+  void begin_started(collective kind, std::size_t elem_bytes, std::int64_t count);
+  // Records a started collective's entry; a native one's bytes are filled in when it completes.
+  void record_started(const ledger_entry& e);
+  void finish_started();
   std::span<const std::int64_t> scaled_counts(const partition& parts, std::int64_t scale);
   void to_counts(std::span<const std::int64_t> counts, std::vector<int>& c,
                  std::vector<int>& d) const;
+  // to_counts, then checks an all-gather's buffer (returns Σcounts) or a reduce-scatter's two;
+  // `what` names the call in the error.
+  std::int64_t gather_counts(std::size_t buffer, std::span<const std::int64_t> counts,
+                             std::vector<int>& c, std::vector<int>& d, std::string_view what) const;
+  std::int64_t scatter_counts(std::size_t in, std::size_t out, std::span<const std::int64_t> counts,
+                              std::vector<int>& c, std::vector<int>& d,
+                              std::string_view what) const;
+  // An all-reduce's element count, checked to fit MPI's int.
+  static std::int64_t reduce_count(std::size_t n, std::string_view what);
   MPI_Comm c_ = MPI_COMM_NULL;
   bool owned_ = false;
   int rank_ = 0, size_ = 0;
@@ -180,9 +210,16 @@ class comm {
   // Scratch, sized at construction, so that collectives allocate nothing.
   std::vector<int> counts_a_, displs_a_, counts_b_, displs_b_;
   std::vector<std::int64_t> counts64_;
-  // The pending non-blocking all-gather and its counts (MPI reads them until it completes).
+  // The pending non-blocking collective: an MPI request (backend mpi) or a native schedule (owned,
+  // allocated with the comm), with its own counts and reduction scratch (it may run while a
+  // blocking collective uses the others), and where its ledger entry is.
   MPI_Request pending_ = MPI_REQUEST_NULL;
+  std::unique_ptr<native::schedule> schedule_;
+  bool scheduled_ = false;
+  std::vector<std::byte> scratch_nb_;
   std::vector<int> counts_nb_, displs_nb_;
+  ledger* pending_ledger_ = nullptr;
+  std::size_t pending_entry_ = 0;
   double waited_ = 0;
 };
 

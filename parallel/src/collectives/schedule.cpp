@@ -1,0 +1,201 @@
+#include <climits>
+
+#include "collectives/native.hpp"
+
+namespace shardcheck::par::native {
+
+namespace {
+// One code path for every addition, so that partners adding the same (a, b) get the same bits.
+template <class T>
+void add(std::byte* dest, const std::byte* a, const std::byte* b, std::int64_t n) {
+  T* d = reinterpret_cast<T*>(dest);
+  const T* x = reinterpret_cast<const T*>(a);
+  const T* y = reinterpret_cast<const T*>(b);
+  for (std::int64_t i = 0; i < n; ++i) d[i] = x[i] + y[i];
+}
+
+// The tags of started schedules are offset, so that their messages never match those of a blocking
+// collective issued on the same communicator while they are in flight.
+constexpr int started_tags = 100;
+constexpr int tag_gather = 11, tag_reduce = 12, tag_fold = 21, tag_unfold = 22, tag_doubling = 23;
+
+int largest_power_of_two_upto(int p) {
+  int q = 1;
+  while (2 * q <= p) q *= 2;
+  return q;
+}
+}  // namespace
+
+template <class T>
+schedule schedule::typed(channel ch, kind k) {
+  schedule s;
+  s.ch_ = ch;
+  s.kind_ = k;
+  s.type_ = mpi_type<T>();
+  s.elem_ = sizeof(T);
+  s.add_ = &add<T>;
+  return s;
+}
+
+template <class T>
+schedule schedule::ring(channel ch, const T* in, T* out, bool reduce, T* data, bool gather,
+                        std::span<const int> counts, std::span<const int> displs) {
+  schedule s = typed<T>(ch, kind::ring);
+  s.in_ = reinterpret_cast<const std::byte*>(in);
+  s.out_ = reinterpret_cast<std::byte*>(out);
+  s.data_ = reinterpret_cast<std::byte*>(data);
+  s.counts_ = counts;
+  s.displs_ = displs;
+  s.seg_ = ch.segment<T>();
+  const int p = ch.size;
+  if (p > 1 && reduce) {
+    const std::int64_t largest = *std::max_element(counts.begin(), counts.end());
+    const std::int64_t segments = (largest + s.seg_ - 1) / s.seg_;
+    if (segments * (p - 1) > INT_MAX) throw invalid_problem("native ring: too many steps");
+    s.reduce_steps_ = static_cast<int>(segments) * (p - 1);
+  }
+  int gather_steps = ch.defect == collective_defect::ring_short_by_one ? p - 2 : p - 1;
+  if (!gather || ch.defect == collective_defect::all_reduce_no_gather) gather_steps = 0;
+  s.steps_ = s.reduce_steps_ + std::max(gather_steps, 0);
+  s.limit_steps();
+  return s;
+}
+
+template <class T>
+schedule schedule::recursive_doubling(channel ch, std::span<T> buffer) {
+  schedule s = typed<T>(ch, kind::recursive_doubling);
+  s.data_ = reinterpret_cast<std::byte*>(buffer.data());
+  s.n_ = static_cast<std::int64_t>(buffer.size());
+  if (s.n_ > ch.segment<T>())
+    throw invalid_problem("recursive doubling: buffer larger than scratch");
+  const int p = ch.size, r = ch.rank, q = largest_power_of_two_upto(p);
+  int rounds = 0;
+  while ((1 << rounds) < q) ++rounds;
+  // Ranks ≥ q: fold into r − q, get the result back. Ranks < p − q: take the fold, the rounds,
+  // hand the result back. The others: the rounds.
+  s.steps_ = p == 1 ? 0 : r >= q ? 2 : rounds + (r < p - q ? 2 : 0);
+  s.limit_steps();
+  return s;
+}
+
+void schedule::limit_steps() {
+  // The mutant's defect: a started ring ends one step early (every rank alike: rings have as many
+  // steps on every rank).
+  const bool short_by_one = kind_ == kind::ring && ch_.started &&
+                            ch_.defect == collective_defect::nonblocking_short_by_one;
+  total_ = short_by_one ? std::max(steps_ - 1, 0) : steps_;
+}
+
+std::pair<std::int64_t, std::int64_t> schedule::chunk(int k) const {
+  const auto i = static_cast<std::size_t>(mod(k, ch_.size));
+  return {displs_[i], counts_[i]};
+}
+
+schedule::step schedule::describe(int t) const {
+  const int p = ch_.size, r = ch_.rank;
+  const int offset = ch_.started ? started_tags : 0;
+  step st;
+  if (kind_ == kind::recursive_doubling) {
+    const int q = largest_power_of_two_upto(p);
+    std::byte* other = ch_.scratch.data();
+    if (r >= q) {
+      if (t == 0) st = {data_, n_, r - q, nullptr, 0, -1, tag_fold};
+      else st = {nullptr, 0, -1, data_, n_, r - q, tag_unfold};
+    } else {
+      const bool folds = r < p - q;
+      const int round = t - (folds ? 1 : 0);
+      if (folds && t == 0) st = {nullptr, 0, -1, other, n_, r + q, tag_fold};
+      else if (folds && t + 1 == steps_)
+        st = {data_, n_, r + q, nullptr, 0, -1, tag_unfold};
+      else {
+        const int partner = r ^ (1 << round);
+        st = {data_, n_, partner, other, n_, partner, tag_doubling};
+      }
+    }
+    st.tag += offset;
+    return st;
+  }
+  if (t < reduce_steps_) {
+    const int s = t % (p - 1);
+    const std::int64_t g0 = static_cast<std::int64_t>(t / (p - 1)) * seg_;
+    const auto part = [&](std::int64_t len) { return std::clamp<std::int64_t>(len - g0, 0, seg_); };
+    const auto [so, sl] = chunk(r - s - 1);
+    const auto rl = chunk(r - s - 2).second;
+    std::byte* const a = ch_.scratch.data();
+    std::byte* const b = at(a, seg_);
+    // Step s receives into one half of the scratch and sends what step s − 1 received and added.
+    std::byte* const recv = s % 2 == 0 ? b : a;
+    const std::byte* const prev = s % 2 == 0 ? a : b;
+    const std::int64_t sn = part(sl), rn = part(rl);
+    const std::byte* send = s > 0 ? prev : sn > 0 ? at(in_, so + g0) : in_;
+    return {send, sn, mod(r + 1, p), recv, rn, mod(r - 1, p), tag_reduce + offset};
+  }
+  const int s = t - reduce_steps_;
+  const auto [so, sn] = chunk(r - s);
+  const auto [ro, rn] = chunk(r - s - 1);
+  return {at(data_, so), sn, mod(r + 1, p), at(data_, ro), rn, mod(r - 1, p), tag_gather + offset};
+}
+
+void schedule::finish(int t) {
+  const int p = ch_.size, r = ch_.rank;
+  if (kind_ == kind::recursive_doubling) {
+    const int q = largest_power_of_two_upto(p);
+    if (r >= q) return;
+    const bool folds = r < p - q;
+    const std::byte* other = ch_.scratch.data();
+    if (folds && t == 0) {
+      add_(data_, data_, other, n_);
+    } else if (!(folds && t + 1 == steps_)) {
+      // Both partners add (lower rank's data, higher rank's data) with the same code.
+      const int partner = r ^ (1 << (t - (folds ? 1 : 0)));
+      add_(data_, r < partner ? data_ : other, r < partner ? other : data_, n_);
+    }
+    return;
+  }
+  if (t >= reduce_steps_) return;
+  // The partial that arrived plus this rank's own addend; the last step of a segment leaves the
+  // complete sum in out.
+  const int s = t % (p - 1);
+  const std::int64_t g0 = static_cast<std::int64_t>(t / (p - 1)) * seg_;
+  const step st = describe(t);
+  const std::int64_t ro = chunk(r - s - 2).first;
+  std::byte* dest = s + 2 == p ? at(out_, g0) : st.recv;
+  add_(dest, st.recv, at(in_, ro + g0), st.recv_n);
+}
+
+void schedule::post(int t) {
+  const step st = describe(t);
+  ch_.post(st.send, st.send_n, st.to, st.recv, st.recv_n, st.from, type_, elem_, st.tag, reqs_);
+  posted_ = true;
+}
+
+bool schedule::test() {
+  while (next_ < total_) {
+    if (!posted_) post(next_);
+    int complete = 0;
+    check_mpi(MPI_Testall(2, reqs_, &complete, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (complete == 0) return false;
+    posted_ = false;
+    finish(next_++);
+  }
+  return true;
+}
+
+void schedule::wait() {
+  while (next_ < total_) {
+    if (!posted_) post(next_);
+    check_mpi(MPI_Waitall(2, reqs_, MPI_STATUSES_IGNORE), "MPI_Waitall");
+    posted_ = false;
+    finish(next_++);
+  }
+}
+
+#define SHARDCHECK_SCHEDULE_INSTANTIATE(T)                                                    \
+  template schedule schedule::ring<T>(channel, const T*, T*, bool, T*, bool,                  \
+                                      std::span<const int>, std::span<const int>);            \
+  template schedule schedule::recursive_doubling<T>(channel, std::span<T>);
+SHARDCHECK_SCHEDULE_INSTANTIATE(float)
+SHARDCHECK_SCHEDULE_INSTANTIATE(double)
+#undef SHARDCHECK_SCHEDULE_INSTANTIATE
+
+}  // namespace shardcheck::par::native
