@@ -1,10 +1,12 @@
 #pragma once
 // What every benchmark under MPI shares: the slowest rank's wall time of a step (the manual time
-// of an iteration), a max over ranks, and a reporter for the ranks that do not report (only rank
-// 0 prints; every rank runs the same iterations, so that their collectives match).
+// of an iteration), a max over ranks, a median, the time inside MPI calls, and a reporter for the
+// ranks that do not report (only rank 0 prints; every rank runs the same iterations, so that their
+// collectives match).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "shardcheck/parallel/mpi.hpp"
@@ -16,6 +18,22 @@ inline double max_over_ranks(par::comm& c, double v) {
   par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, c.native_handle()),
                  "MPI_Allreduce");
   return v;
+}
+
+// Seconds spent inside the MPI calls `par::comm` makes, counted while `running` (defined, with the
+// wrappers of the profiling interface that count, in bench/mpi_clock.cpp: binaries that read it
+// link that file). A strategy's non-blocking gather counts its start, every progress call
+// (MPI_Test) and its completion (MPI_Wait); the benchmark's own barriers run with the clock off.
+struct call_clock {
+  bool running = false;
+  double seconds = 0;
+};
+extern call_clock comm_clock;
+
+[[nodiscard]] inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // Wall time of f on the slowest rank, the ranks starting together. \note collective over c.

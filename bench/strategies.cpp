@@ -60,6 +60,7 @@
 #include <utility>
 #include <vector>
 
+#include "mpi_bench.hpp"
 #include "shardcheck/parallel/case.hpp"
 #include "shardcheck/parallel/ledger.hpp"
 #include "shardcheck/parallel/matrix.hpp"
@@ -76,104 +77,6 @@ namespace sc = shardcheck;
 namespace par = shardcheck::par;
 namespace ref = shardcheck::ref;
 
-// --- time spent communicating -------------------------------------------------------------------
-// The communicator has no timing hook, so the benchmark uses MPI's own: the profiling interface.
-// This binary defines the MPI calls through which `par::comm` communicates (Open MPI's collectives
-// for the `mpi` backend, point-to-point for the `native` one, the non-blocking all-gather and its
-// completion); each forwards to its PMPI_ twin and, while the clock runs, adds the call's wall
-// time. So a non-blocking gather counts only the time the strategy waits for it (its exposed part).
-// Only the strategy's forward runs with the clock on; the benchmark's own barrier and all-reduce
-// do not count.
-namespace {
-struct collective_clock {
-  bool running = false;
-  double seconds = 0;
-};
-collective_clock comm_clock;
-
-template <class F>
-int timed(F&& call) {
-  if (!comm_clock.running) return call();
-  const double t0 = PMPI_Wtime();
-  const int rc = call();
-  comm_clock.seconds += PMPI_Wtime() - t0;
-  return rc;
-}
-}  // namespace
-
-extern "C" {
-int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                   MPI_Comm comm) {
-  return timed([&] {
-    return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                           comm);
-  });
-}
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                  MPI_Comm comm) {
-  return timed([&] { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
-}
-int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
-                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return timed(
-      [&] { return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm); });
-}
-int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  return timed([&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
-}
-int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return timed([&] {
-    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                          recvtype, comm);
-  });
-}
-int MPI_Barrier(MPI_Comm comm) {
-  return timed([&] { return PMPI_Barrier(comm); });
-}
-int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                    MPI_Comm comm, MPI_Request* request) {
-  return timed([&] {
-    return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                            comm, request);
-  });
-}
-int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return timed([&] { return PMPI_Send(buf, count, datatype, dest, tag, comm); });
-}
-int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-             MPI_Status* status) {
-  return timed([&] { return PMPI_Recv(buf, count, datatype, source, tag, comm, status); });
-}
-int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                 MPI_Comm comm, MPI_Status* status) {
-  return timed([&] {
-    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
-                         source, recvtag, comm, status);
-  });
-}
-int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-              MPI_Request* request) {
-  return timed([&] { return PMPI_Isend(buf, count, datatype, dest, tag, comm, request); });
-}
-int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-              MPI_Request* request) {
-  return timed([&] { return PMPI_Irecv(buf, count, datatype, source, tag, comm, request); });
-}
-int MPI_Wait(MPI_Request* request, MPI_Status* status) {
-  return timed([&] { return PMPI_Wait(request, status); });
-}
-int MPI_Waitall(int count, MPI_Request requests[], MPI_Status* statuses) {
-  return timed([&] { return PMPI_Waitall(count, requests, statuses); });
-}
-int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  return timed([&] { return PMPI_Test(request, flag, status); });
-}
-}  // extern "C"
 
 namespace {
 
@@ -387,11 +290,11 @@ std::pair<double, double> timed_loop(benchmark::State& state, Work&& work) {
   double total = 0, in_collectives = 0;
   for (auto _ : state) {
     par::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier (benchmark timing)");
-    comm_clock = {true, 0.0};
+    sc::bench::comm_clock = {true, 0.0};
     const double t0 = MPI_Wtime();
     work();
-    double worst[2] = {MPI_Wtime() - t0, comm_clock.seconds};
-    comm_clock.running = false;
+    double worst[2] = {MPI_Wtime() - t0, sc::bench::comm_clock.seconds};
+    sc::bench::comm_clock.running = false;
     all_reduce_max(worst, 2);
     state.SetIterationTime(worst[0]);
     total += worst[0];
@@ -402,12 +305,6 @@ std::pair<double, double> timed_loop(benchmark::State& state, Work&& work) {
 
 // Per-repetition seconds per iteration of reference/<shape>, for ideal_speedup_ratio.
 std::map<std::string, std::vector<double>> reference_seconds;
-
-[[nodiscard]] double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The case a strategy runs for a shape on p ranks: balanced partitions, default parameters.
 // Throws invalid_problem when the strategy cannot run it.
@@ -520,7 +417,7 @@ class bench_state {
     state.counters["peak_bytes"] = bytes(st.peak_bytes);
     if (const auto it = reference_seconds.find(sh.name); it != reference_seconds.end())
       state.counters["ideal_speedup_ratio"] =
-          median(it->second) / per_iteration / static_cast<double>(world_.size());
+          sc::bench::median(it->second) / per_iteration / static_cast<double>(world_.size());
   }
 
   [[nodiscard]] const par::comm& world() const { return world_; }
