@@ -1,12 +1,15 @@
 #pragma once
 // What every benchmark under MPI shares: the slowest rank's wall time of a step (the manual time
-// of an iteration), a max over ranks, and a reporter for the ranks that do not report (only rank
-// 0 prints; every rank runs the same iterations, so that their collectives match).
+// of an iteration), a max over ranks, a median, the time inside MPI calls, and a reporter for the
+// ranks that do not report (only rank 0 prints; every rank runs the same iterations, so that their
+// collectives match).
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "comm_clock.hpp"
 #include "shardcheck/parallel/mpi.hpp"
 
 namespace shardcheck::bench {
@@ -16,6 +19,13 @@ inline double max_over_ranks(par::comm& c, double v) {
   par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, c.native_handle()),
                  "MPI_Allreduce");
   return v;
+}
+
+
+[[nodiscard]] inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // Wall time of f on the slowest rank, the ranks starting together. \note collective over c.

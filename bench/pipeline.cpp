@@ -30,7 +30,6 @@
 #include <string>
 #include <vector>
 
-#include "comm_clock.hpp"
 #include "mpi_bench.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/parallel/registry.hpp"

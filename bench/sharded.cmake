@@ -4,4 +4,4 @@
 add_executable(shardcheck_bench_sharded ${CMAKE_CURRENT_LIST_DIR}/sharded.cpp)
 target_include_directories(shardcheck_bench_sharded PRIVATE ${PROJECT_SOURCE_DIR}/parallel/src)
 target_link_libraries(shardcheck_bench_sharded PRIVATE shardcheck::properties shardcheck::new_hook
-                      benchmark::benchmark shardcheck_warnings)
+                      shardcheck_bench_clock benchmark::benchmark shardcheck_warnings)

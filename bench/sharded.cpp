@@ -1,20 +1,38 @@
-// sharded_weights under MPI: forward of a 2048³ double layer with W gathered in buckets of
-// B ∈ {all of W, W/4, W/16} bytes. Per B: time with overlap (the manual time: the slowest rank),
-// the same buckets without overlap, the gathers alone, the share of gather time that overlap
-// hides = (t_no_overlap − t_overlap) / t_comm, and the measured peak bytes against the cost
-// model's bound (max over ranks). The three are timed in turn inside each iteration, so drift hits
-// them alike. A second reading of the hidden share, less exposed to noise in the products:
-// 1 − (time the overlapped forward spent waiting for gathers) / t_comm. Each B's result is checked once (forward property) before timing.
+// sharded_weights under MPI: forward of a double layer, N = K = 2048, with W gathered in buckets
+// of B ∈ {all of W, W/4, W/16} bytes, at M = 2048 (the 2048³) and at small batches
+// M ∈ {64, 128, 256}, where one rank's products take about as long as the gathers.
 //
-//   mpirun -n 2 build/bench/shardcheck_bench_sharded
+// Per (M, B), four timings of the same buckets, taken in turn inside each iteration (the order
+// rotates, so drift and warm caches hit them alike), each the slowest rank's wall time:
+//   t_compute  forward with every gather skipped (sharded_weights' skips_gathers baseline: the same
+//              buffers, own-row copies, products and progress calls, no collective)
+//   t_comm     the same gathers one after another, without the products
+//   t_serial   forward with overlap=0: each gather waited for, then its products
+//   t_overlap  forward with overlap=1 (the manual time): gather i+1 in flight during products i
+// hidden = (t_compute + t_comm − t_overlap) / t_comm, clipped to [0, 1]: the share of the gather
+// time the overlapped forward does not pay. One bucket leaves nothing to hide (its gather precedes
+// every product), so B = W reads ≈ 0 by construction; at most (n−1)/n of n buckets can be hidden.
+// serial_over_sum = t_serial / (t_compute + t_comm) ≈ 1 checks that the parts add up. t_mpi: the
+// time the overlapped forward spent inside MPI calls (starting each gather, MPI_Test between
+// product pieces, MPI_Wait; slowest rank). Open MPI's shared-memory transport copies a message
+// with the receiving rank's CPU inside such calls, so t_mpi ≈ t_comm says the copies ran on the
+// compute core, where no overlap can hide them. peak / bound: measured peak bytes of the
+// overlapped forward and the cost model's bound (max over ranks). Each configuration's result is
+// checked once (forward property) before timing. Every timing is the median over a repetition's
+// iterations (hidden is computed from those medians); read the medians over repetitions:
 //
-// Iterations and repetitions are fixed (every rank must run the same number of collectives);
-// only rank 0 reports.
+//   mpirun -n 2 --bind-to core build/bench/shardcheck_bench_sharded
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true   (one line)
+//
+// Iterations are fixed and repetitions come from the command line, the same on every rank (every
+// rank must run the same number of collectives); only rank 0 reports.
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
 #include <malloc.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <vector>
 
@@ -29,16 +47,18 @@
 namespace {
 
 using namespace shardcheck;
-constexpr std::int64_t size = 2048;
-constexpr std::int64_t w_bytes = size * size * static_cast<std::int64_t>(sizeof(double));
+constexpr std::int64_t width = 2048;  // N = K
+constexpr std::int64_t w_bytes = width * width * static_cast<std::int64_t>(sizeof(double));
 par::comm* world = nullptr;
 const par::sharded_weights strategy;
+const par::sharded_weights compute_only(par::sharded_weights::defect::skips_gathers);
 
-par::run_case make_case(std::int64_t divisor, int overlap) {
+par::run_case make_case(std::int64_t m, std::int64_t divisor, int overlap) {
   par::run_case c;
   c.strategy = strategy.name();
   c.p = world->size();
-  c.prob.M = c.prob.N = c.prob.K = size;
+  c.prob.M = m;
+  c.prob.N = c.prob.K = width;
   c.prob.type = dtype::f64;
   c.prob.layout = weight_layout::out_in;
   c.mode = value_mode::uniform;
@@ -48,21 +68,22 @@ par::run_case make_case(std::int64_t divisor, int overlap) {
   return c;
 }
 
-par::matrix<double> block(const par::run_case& c, par::tensor t, std::uint32_t id) {
+par::matrix<double> block(const par::run_case& c, par::tensor t, ref::tensor_id id) {
   const auto coords = std::vector<int>{world->rank()};
   const par::block b = par::block_of(strategy, c, t, coords);
   par::matrix<double> m(static_cast<std::size_t>(b.rows), static_cast<std::size_t>(b.cols));
-  ref::fill_block<double>(c.mode, c.seed, id, static_cast<std::uint64_t>(b.row0),
-                          static_cast<std::uint64_t>(b.rows), static_cast<std::uint64_t>(b.col0),
-                          static_cast<std::uint64_t>(b.cols), m.data.data());
+  ref::fill_block<double>(c.mode, c.seed, static_cast<std::uint32_t>(id),
+                          static_cast<std::uint64_t>(b.row0), static_cast<std::uint64_t>(b.rows),
+                          static_cast<std::uint64_t>(b.col0), static_cast<std::uint64_t>(b.cols),
+                          m.data.data());
   return m;
 }
 
 void sharded_forward(benchmark::State& st) {
-  const std::int64_t divisor = st.range(0);
-  const par::run_case overlapped = make_case(divisor, 1), serial = make_case(divisor, 0);
-  const auto x = block(overlapped, par::tensor::x, static_cast<std::uint32_t>(ref::tensor_id::x));
-  const auto w = block(overlapped, par::tensor::w, static_cast<std::uint32_t>(ref::tensor_id::w));
+  const par::run_case overlapped = make_case(st.range(0), st.range(1), 1),
+                      serial = make_case(st.range(0), st.range(1), 0);
+  const par::any_matrix x = block(overlapped, par::tensor::x, ref::tensor_id::x),
+                        w = block(overlapped, par::tensor::w, ref::tensor_id::w);
   par::mesh grid(*world, {world->size()});
   par::ledger log;
   par::context ctx{grid, log};
@@ -70,9 +91,7 @@ void sharded_forward(benchmark::State& st) {
   par::comm& axis = grid.axis(0);
   const par::bucket_plan plan = par::plan_buckets(overlapped);
   const par::partition& rows = overlapped.part(par::weight_row_key(overlapped));
-  const par::any_matrix xa = x, wa = w;
-  // The same gathers as forward, one bucket at a time, without the products, into one buffer
-  // touched beforehand: communication alone (forward's page faults on fresh buckets are not in it).
+  // The same gathers as forward, one bucket at a time, into one buffer touched beforehand.
   mem::tracked_vector<double> gather_buffer(static_cast<std::size_t>(plan.per_bucket * plan.cols));
   auto gathers_only = [&] {
     for (std::int64_t i = 0; i < plan.count; ++i) {
@@ -82,82 +101,104 @@ void sharded_forward(benchmark::State& st) {
       axis.wait_all_gather();
     }
   };
-  double sum_overlap = 0, sum_serial = 0, sum_comm = 0, sum_exposed = 0, peak = 0;
+  enum part { compute, comm, serial_fw, overlap_fw, in_mpi, parts };
+  std::array<std::vector<double>, parts> seconds;
+  double peak = 0;
   std::int64_t iteration = 0;
   for (auto _ : st) {
-    sum_comm += bench::timed(*world, gathers_only);
-    // Alternate which forward runs first, so that neither gains from the other's warm heap.
-    double t = 0;
-    for (int turn = 0; turn < 2; ++turn) {
+    for (int turn = 0; turn < in_mpi; ++turn) {
+      const int which = static_cast<int>((turn + iteration) % in_mpi);
       par::any_matrix y;
-      if ((turn == 0) == (iteration % 2 == 0)) {
-        sum_serial += bench::timed(*world, [&] { strategy.forward(ctx, serial, xa, wa, y); });
-        continue;
+      double t = 0;
+      if (which == compute) {
+        t = bench::timed(*world, [&] { compute_only.forward(ctx, overlapped, x, w, y); });
+      } else if (which == comm) {
+        t = bench::timed(*world, gathers_only);
+      } else if (which == serial_fw) {
+        t = bench::timed(*world, [&] { strategy.forward(ctx, serial, x, w, y); });
+      } else {
+        double measured = 0;
+        t = bench::timed(*world, [&] {
+          mem::peak_scope scope;
+          bench::comm_clock = {true, 0.0};
+          strategy.forward(ctx, overlapped, x, w, y);
+          bench::comm_clock.running = false;
+          measured = static_cast<double>(scope.peak());
+        });
+        peak = std::max(peak, bench::max_over_ranks(*world, measured));
+        seconds[in_mpi].push_back(bench::max_over_ranks(*world, bench::comm_clock.seconds));
+        st.SetIterationTime(t);
       }
-      double measured = 0;
-      const double waited = axis.waited_seconds();
-      t = bench::timed(*world, [&] {
-        mem::peak_scope scope;
-        strategy.forward(ctx, overlapped, xa, wa, y);
-        measured = static_cast<double>(scope.peak());
-      });
-      peak = std::max(peak, bench::max_over_ranks(*world, measured));
-      sum_exposed += bench::max_over_ranks(*world, axis.waited_seconds() - waited);
+      seconds[static_cast<std::size_t>(which)].push_back(t);
     }
     ++iteration;
-    sum_overlap += t;
-    st.SetIterationTime(t);
   }
-  const double n = static_cast<double>(st.iterations());
+  std::array<double, parts> t{};
+  for (std::size_t i = 0; i < parts; ++i) t[i] = bench::median(seconds[i]);
   const auto cost = strategy.cost(overlapped, std::vector<int>{world->rank()});
   st.counters["buckets"] = static_cast<double>(plan.count);
-  st.counters["t_no_overlap_ms"] = 1e3 * sum_serial / n;
-  st.counters["t_comm_ms"] = 1e3 * sum_comm / n;
-  st.counters["hidden"] = sum_comm > 0 ? (sum_serial - sum_overlap) / sum_comm : 0.0;
-  // The same share read off the waits: gather time still exposed in the overlapped forward.
-  st.counters["t_exposed_ms"] = 1e3 * sum_exposed / n;
-  st.counters["hidden_by_wait"] = sum_comm > 0 ? 1 - sum_exposed / sum_comm : 0.0;
+  st.counters["t_compute_ms"] = 1e3 * t[compute];
+  st.counters["t_comm_ms"] = 1e3 * t[comm];
+  st.counters["t_serial_ms"] = 1e3 * t[serial_fw];
+  st.counters["t_overlap_ms"] = 1e3 * t[overlap_fw];
+  st.counters["t_mpi_ms"] = 1e3 * t[in_mpi];
+  st.counters["hidden"] =
+      t[comm] > 0 ? std::clamp((t[compute] + t[comm] - t[overlap_fw]) / t[comm], 0.0, 1.0) : 0.0;
+  st.counters["serial_over_sum"] = t[serial_fw] / (t[compute] + t[comm]);
   st.counters["peak_MiB"] = peak / (1 << 20);
   st.counters["bound_MiB"] =
       bench::max_over_ranks(*world, static_cast<double>(cost.peak_forward)) / (1 << 20);
 }
 
+constexpr std::array<std::int64_t, 3> divisors{1, 4, 16};
+
+void configurations(benchmark::internal::Benchmark* b, std::initializer_list<std::int64_t> ms) {
+  b->ArgNames({"M", "W_over"});
+  for (std::int64_t m : ms)
+    for (std::int64_t d : divisors) b->Args({m, d});
+}
+
 }  // namespace
 
 BENCHMARK(sharded_forward)
-    ->ArgName("W_over")
-    ->Arg(1)
-    ->Arg(4)
-    ->Arg(16)
-    ->Iterations(6)
-    ->Repetitions(3)
+    ->Apply([](benchmark::internal::Benchmark* b) { configurations(b, {2048}); })
+    ->Iterations(4)
+    ->DisplayAggregatesOnly()
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(sharded_forward)
+    ->Apply([](benchmark::internal::Benchmark* b) { configurations(b, {64, 128, 256}); })
+    ->Iterations(20)
+    ->DisplayAggregatesOnly()
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
-  // Buckets up to 32 MiB come from the heap and freed memory stays mapped: every bucket after
-  // the first lands in pages already touched, for both variants alike.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  // Every buffer comes from the heap and freed memory stays mapped: after the first iteration,
+  // buckets, Y and the gather buffer land in pages already touched, for every timing alike.
+  mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   par::environment env(argc, argv);
   par::comm w = par::comm::world();
   world = &w;
   benchmark::Initialize(&argc, argv);
   // Check each configuration once before timing: forward equals the reference within its bound.
-  for (std::int64_t divisor : {1, 4, 16}) {
-    const par::run_case c = make_case(divisor, 1);
-    const auto v = prop::run_on_rank(
-        strategy, c, w,
-        static_cast<unsigned>(prop::property::runs) | static_cast<unsigned>(prop::property::forward));
-    int failed = v.failed != 0 ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, w.native_handle());
-    if (failed != 0) {
-      if (v.failed != 0) std::fprintf(stderr, "check failed: %s\n", v.message.c_str());
-      return 1;
+  for (std::int64_t m : {2048, 64, 128, 256})
+    for (std::int64_t divisor : divisors) {
+      const par::run_case c = make_case(m, divisor, 1);
+      const auto v = prop::run_on_rank(strategy, c, w,
+                                       static_cast<unsigned>(prop::property::runs) |
+                                           static_cast<unsigned>(prop::property::forward));
+      int failed = v.failed != 0 ? 1 : 0;
+      MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, w.native_handle());
+      if (failed != 0) {
+        if (v.failed != 0) std::fprintf(stderr, "check failed: %s\n", v.message.c_str());
+        return 1;
+      }
+      if (w.rank() == 0)
+        std::printf("checked: %s (worst error %.2f·u·mag)\n", c.to_string().c_str(),
+                    v.worst_error);
     }
-    if (w.rank() == 0) std::printf("checked: %s (worst error %.2f·u·mag)\n", c.to_string().c_str(),
-                                   v.worst_error);
-  }
   bench::silent_reporter quiet;
   if (w.rank() == 0) benchmark::RunSpecifiedBenchmarks();
   else benchmark::RunSpecifiedBenchmarks(&quiet);

@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "mpi_bench.hpp"
 #include "shardcheck/parallel/case.hpp"
 #include "shardcheck/parallel/ledger.hpp"
 #include "shardcheck/parallel/matrix.hpp"
@@ -72,13 +73,11 @@
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
 #include "shardcheck/reference/stack.hpp"
-#include "comm_clock.hpp"
 
 namespace sc = shardcheck;
 namespace par = shardcheck::par;
 namespace ref = shardcheck::ref;
 
-using shardcheck::bench::comm_clock;
 
 namespace {
 
@@ -292,11 +291,11 @@ std::pair<double, double> timed_loop(benchmark::State& state, Work&& work) {
   double total = 0, in_collectives = 0;
   for (auto _ : state) {
     par::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier (benchmark timing)");
-    comm_clock = {true, 0.0};
+    sc::bench::comm_clock = {true, 0.0};
     const double t0 = MPI_Wtime();
     work();
-    double worst[2] = {MPI_Wtime() - t0, comm_clock.seconds};
-    comm_clock.running = false;
+    double worst[2] = {MPI_Wtime() - t0, sc::bench::comm_clock.seconds};
+    sc::bench::comm_clock.running = false;
     all_reduce_max(worst, 2);
     state.SetIterationTime(worst[0]);
     total += worst[0];
@@ -307,12 +306,6 @@ std::pair<double, double> timed_loop(benchmark::State& state, Work&& work) {
 
 // Per-repetition seconds per iteration of reference/<shape>, for ideal_speedup_ratio.
 std::map<std::string, std::vector<double>> reference_seconds;
-
-[[nodiscard]] double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The case a strategy runs for a shape on p ranks: balanced partitions, default parameters.
 // Throws invalid_problem when the strategy cannot run it.
@@ -425,7 +418,7 @@ class bench_state {
     state.counters["peak_bytes"] = bytes(st.peak_bytes);
     if (const auto it = reference_seconds.find(sh.name); it != reference_seconds.end())
       state.counters["ideal_speedup_ratio"] =
-          median(it->second) / per_iteration / static_cast<double>(world_.size());
+          sc::bench::median(it->second) / per_iteration / static_cast<double>(world_.size());
   }
 
   [[nodiscard]] const par::comm& world() const { return world_; }

@@ -77,10 +77,12 @@ namespace {
 template <class T>
 class bucket_stream {
  public:
+  using defect = sharded_weights::defect;
   bucket_stream(comm& world, const matrix<T>& w, const partition& rows, const bucket_plan& plan,
-                bool overlap, bool into_current, bool padded = false)
+                bool overlap, defect d)
       : world_(world), w_(w), rows_(rows), plan_(plan), overlap_(overlap),
-        into_current_(into_current), padded_(padded) {}
+        into_current_(d == defect::reuses_buffer), padded_(d == defect::padded_buckets),
+        gathers_(d != defect::skips_gathers) {}
   ~bucket_stream() {
     try {
       world_.wait_all_gather();  // never free a buffer MPI may still write
@@ -117,28 +119,38 @@ class bucket_stream {
       std::copy_n(w_.row(static_cast<std::size_t>(a - rows_.offset(r))),
                   static_cast<std::size_t>((b - a) * plan_.cols),
                   buf + (a - lo) * plan_.cols);
-    world_.start_all_gather<T>(std::span<T>(buf, n),
-                               world_.window_counts(rows_, lo, hi, plan_.cols));
+    if (gathers_)
+      world_.start_all_gather<T>(std::span<T>(buf, n),
+                                 world_.window_counts(rows_, lo, hi, plan_.cols));
   }
 
   comm& world_;
   const matrix<T>& w_;
   const partition& rows_;
   bucket_plan plan_;
-  bool overlap_, into_current_, padded_;
+  bool overlap_, into_current_, padded_, gathers_;
   mem::tracked_vector<T> current_, next_;
 };
 
-// C = A·op(B) + beta·C over m rows of A and C, in row chunks; between chunks MPI progresses the
-// pending gather (Open MPI advances non-blocking collectives only inside MPI calls).
+// C = A·op(B) + beta·C in up to 16 pieces of at least 64 rows or columns, cut along C's longer
+// side so that the smaller operand is the one read again for every piece (a batch of 32 rows
+// against 2048 W rows is cut by W rows: cutting its 32 rows would stream the whole bucket from
+// memory once per piece). Between pieces MPI progresses the pending gather (Open MPI advances
+// non-blocking collectives only inside MPI calls).
 template <class T>
-void gemm_rows(comm& world, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const T* a,
+void gemm_pieces(comm& world, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const T* a,
                std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
-  const std::size_t chunk = std::max<std::size_t>(1, (m + 15) / 16);
-  for (std::size_t r0 = 0; r0 < m; r0 += chunk) {
-    const std::size_t rows = std::min(chunk, m - r0);
-    ref::gemm<T>(false, trans_b, rows, n, k, T(1), a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc,
-                 ldc);
+  const bool by_rows = m >= n;
+  const std::size_t length = by_rows ? m : n;
+  const std::size_t chunk = std::max<std::size_t>(64, (length + 15) / 16);
+  for (std::size_t i0 = 0; i0 < length; i0 += chunk) {
+    const std::size_t len = std::min(chunk, length - i0);
+    if (by_rows)
+      ref::gemm<T>(false, trans_b, len, n, k, T(1), a + i0 * lda, lda, b, ldb, beta,
+                   c + i0 * ldc, ldc);
+    else  // columns i0… of op(B): rows of B when transposed
+      ref::gemm<T>(false, trans_b, m, len, k, T(1), a, lda, b + (trans_b ? i0 * ldb : i0), ldb,
+                   beta, c + i0, ldc);
     world.test_all_gather();
   }
 }
@@ -159,16 +171,16 @@ void sharded_weights::forward_t(context& ctx, const run_case& c, const matrix<T>
   const bool out_in = c.prob.layout == weight_layout::out_in;
   y = matrix<T>(m, n);
   bucket_stream<T> stream(world, w, c.part(weight_row_key(c)), plan, c.param("overlap") != 0,
-                          defect_ == defect::reuses_buffer, defect_ == defect::padded_buckets);
+                          defect_);
   for (std::int64_t i = 0; i < plan.count; ++i) {
     const T* wb = stream.acquire(i);
     const auto lo = static_cast<std::size_t>(plan.lo(i));
     const auto rows = static_cast<std::size_t>(plan.hi(i) - plan.lo(i));
     if (m > 0) {
       if (out_in)  // Y[:, lo:hi] = X · W_bᵀ
-        gemm_rows<T>(world, true, m, rows, k, x.data.data(), k, wb, cols, T(0), y.row(0) + lo, n);
+        gemm_pieces<T>(world, true, m, rows, k, x.data.data(), k, wb, cols, T(0), y.row(0) + lo, n);
       else  // Y += X[:, lo:hi] · W_b
-        gemm_rows<T>(world, false, m, n, rows, x.data.data() + lo, k, wb, cols,
+        gemm_pieces<T>(world, false, m, n, rows, x.data.data() + lo, k, wb, cols,
                      i == 0 ? T(0) : T(1), y.data.data(), n);
     }
     stream.release();
@@ -188,17 +200,17 @@ void sharded_weights::backward_t(context& ctx, const run_case& c, const matrix<T
   const int r = world.rank();
   dx = matrix<T>(m, k);
   dw = matrix<T>(w.rows, w.cols);
-  bucket_stream<T> stream(world, w, wrows, plan, c.param("overlap") != 0, false);
+  bucket_stream<T> stream(world, w, wrows, plan, c.param("overlap") != 0, defect::none);
   for (std::int64_t i = 0; i < plan.count; ++i) {
     const T* wb = stream.acquire(i);
     const std::int64_t lo = plan.lo(i), hi = plan.hi(i);
     const auto l = static_cast<std::size_t>(lo), rows = static_cast<std::size_t>(hi - lo);
     if (m > 0) {
       if (out_in)  // dX += dY[:, lo:hi] · W_b
-        gemm_rows<T>(world, false, m, k, rows, dy.data.data() + l, n, wb, cols,
+        gemm_pieces<T>(world, false, m, k, rows, dy.data.data() + l, n, wb, cols,
                      i == 0 ? T(0) : T(1), dx.data.data(), k);
       else  // dX[:, lo:hi] = dY · W_bᵀ
-        gemm_rows<T>(world, true, m, rows, n, dy.data.data(), n, wb, cols, T(0), dx.row(0) + l, k);
+        gemm_pieces<T>(world, true, m, rows, n, dy.data.data(), n, wb, cols, T(0), dx.row(0) + l, k);
     }
     stream.release();
     // This bucket's dW partial sums over the local rows, reduce-scattered to the rows' owners.

@@ -65,10 +65,13 @@ struct bucket_plan {
 
 class sharded_weights : public strategy_base<sharded_weights> {
  public:
-  // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
+  // Deliberate defects, used by shardcheck's mutants to prove that its properties fire.
   // padded_buckets: every bucket buffer is b rows (the short last one too) and the cost model
   // says so honestly; its peak then rises from R to 2b rows when B drops just below W's size.
-  enum class defect { none, ignores_bucket, reuses_buffer, padded_buckets };
+  // skips_gathers (forward only) is no mutant but the benchmark's compute-only baseline: the same
+  // buckets, buffers (this rank's rows copied in, the rest left zero), products and progress
+  // calls, with no gather started; its Y is wrong wherever another rank owns W rows.
+  enum class defect { none, ignores_bucket, reuses_buffer, padded_buckets, skips_gathers };
 
   explicit sharded_weights(defect d = defect::none, std::string name = "sharded_weights")
       : defect_(d), name_(std::move(name)) {}
