@@ -78,7 +78,6 @@ namespace sc = shardcheck;
 namespace par = shardcheck::par;
 namespace ref = shardcheck::ref;
 
-
 namespace {
 
 using matrix = par::matrix<double>;

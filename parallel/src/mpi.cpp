@@ -85,7 +85,6 @@ comm& comm::operator=(comm&& o) noexcept {
   displs_nb_ = std::move(o.displs_nb_);
   pending_ledger_ = std::exchange(o.pending_ledger_, nullptr);
   pending_entry_ = o.pending_entry_;
-  waited_ = o.waited_;
   return *this;
 }
 
@@ -408,14 +407,12 @@ bool comm::test_pending() {
 }
 
 void comm::wait_pending() {
-  const double t0 = MPI_Wtime();
   if (scheduled_) {
     schedule_->wait();
     finish_started();
   } else if (pending_ != MPI_REQUEST_NULL) {
     check_mpi(MPI_Wait(&pending_, MPI_STATUS_IGNORE), "MPI_Wait");
   }
-  waited_ += MPI_Wtime() - t0;
 }
 
 std::span<const std::int64_t> comm::window_counts(const partition& parts, std::int64_t lo,

@@ -163,9 +163,6 @@ class comm {
   // The names sharded weights and its benchmark call.
   bool test_all_gather() { return test_pending(); }
   void wait_all_gather() { wait_pending(); }
-  // Seconds spent inside wait_pending() since this comm was made: the exposed part of the
-  // non-blocking gathers (benchmarks read it).
-  [[nodiscard]] double waited_seconds() const { return waited_; }
   // counts[r] = |[lo, hi) ∩ part r|·scale: each rank's share of a window of a partitioned
   // dimension. In the communicator's scratch (no allocation), valid until the next call.
   [[nodiscard]] std::span<const std::int64_t> window_counts(const partition& parts,
@@ -220,7 +217,6 @@ class comm {
   std::vector<int> counts_nb_, displs_nb_;
   ledger* pending_ledger_ = nullptr;
   std::size_t pending_entry_ = 0;
-  double waited_ = 0;
 };
 
 // A Cartesian mesh over a communicator: one sub-communicator per axis.
