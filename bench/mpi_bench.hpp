@@ -4,15 +4,26 @@
 // ranks that do not report (only rank 0 prints; every rank runs the same iterations, so that their
 // collectives match).
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <vector>
 
 #include "comm_clock.hpp"
 #include "shardcheck/parallel/mpi.hpp"
 
 namespace shardcheck::bench {
+
+// Freed memory stays with the heap (no mmap, no trimming), as a framework's caching allocator
+// keeps it: a buffer allocated every iteration reuses warm pages instead of first-touching fresh
+// ones (about 15 µs per 4 KiB page on these VMs, 60 ms for 16 MiB, which would swamp a GEMM).
+// Call it first thing in main, before any allocation it should govern.
+inline void keep_freed_memory() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+}
 
 // \note collective over c.
 inline double max_over_ranks(par::comm& c, double v) {

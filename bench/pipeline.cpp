@@ -116,9 +116,7 @@ void step(benchmark::State& state, const par::strategy& s, std::int64_t m) {
 
 int main(int argc, char** argv) {
   par::environment env(argc, argv);
-  // Freed memory stays with the heap (as in shardcheck_bench): no first-touch faults per step.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+  bench::keep_freed_memory();  // warm pages for every iteration alike
   par::comm w = par::comm::world();
   world = &w;
   const par::registry strategies = par::builtin_strategies();

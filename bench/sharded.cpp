@@ -174,10 +174,7 @@ BENCHMARK(sharded_forward)
     ->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
-  // Every buffer comes from the heap and freed memory stays mapped: after the first iteration,
-  // buckets, Y and the gather buffer land in pages already touched, for every timing alike.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  bench::keep_freed_memory();  // warm pages for every iteration alike
   par::environment env(argc, argv);
   par::comm w = par::comm::world();
   world = &w;

@@ -491,8 +491,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     cold_pages = cold_pages || std::string_view(argv[i]) == "--shardcheck_cold_pages";
   if (!cold_pages) {
-    mallopt(M_MMAP_MAX, 0);
-    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    sc::bench::keep_freed_memory();
   }
   par::environment env(argc, argv);
   openblas_set_num_threads(1);
