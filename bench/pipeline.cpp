@@ -1,5 +1,6 @@
 // The pipeline schedules under MPI: one training step (the forward and backward of every
-// micro-batch, in schedule order) of a stack of p layers, one per stage, for m micro-batches.
+// micro-batch, in schedule order) of a stack of p layers (at most 6), one per stage, for m
+// micro-batches.
 //
 //   mpirun -n 2 --bind-to core build/bench/shardcheck_bench_pipeline
 //
@@ -25,6 +26,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <string>
@@ -50,7 +52,9 @@ par::run_case make_case(const par::strategy& s, std::int64_t m) {
   c.p = world->size();
   c.prob.M = rows;
   c.prob.N = c.prob.K = width;
-  c.prob.hidden.assign(static_cast<std::size_t>(c.p - 1), width);
+  // One layer per stage, up to the strategy's most layers (further stages pass activations on).
+  const auto layers = std::min<std::size_t>(static_cast<std::size_t>(c.p), s.max_layers());
+  c.prob.hidden.assign(layers - 1, width);
   c.prob.act = activation::relu;
   c.prob.type = dtype::f64;
   c.mode = value_mode::uniform;

@@ -211,6 +211,14 @@ void complete_and_validate(const strategy& s, run_case& c) {
     for (const split& sp : needed) used = used || sp.key == key;
     if (!used) throw invalid_problem(who + "partition part." + key + " is not used");
   }
+  for (const tensor_slot& t : tensors_of(c)) {
+    const layout l = placement_of(s, t, c);
+    for (std::size_t a = 0; a < l.size(); ++a)
+      if (l[a].what == placement::kind::on && (l[a].dim < 0 || l[a].dim >= dims[a]))
+        throw invalid_problem(who + name_of(t, c) + " is " + l[a].to_string() + " on mesh axis " +
+                              std::to_string(a) + " of " + std::to_string(dims[a]) +
+                              " coordinates: no rank would hold it");
+  }
   for (const tensor_slot& t : outputs_of(c))
     for (const placement& pl : placement_of(s, t, c))
       if (pl.what == placement::kind::partial)

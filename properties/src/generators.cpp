@@ -93,21 +93,22 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p, const case_pi
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
     c.backend = pins.backend ? *pins.backend
                              : *rc::gen::element(par::backend::mpi, par::backend::native);
-    int unfactored = c.p;  // what the divides_p parameters drawn so far leave of p
+    // The mesh factors: pinned ones first set aside (p is a multiple of them), then the others
+    // drawn in order from what is left, so that together they factorise p.
+    int unfactored = c.p;
+    for (const par::param_spec& ps : s.params())
+      if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
+        unfactored /= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
     for (const par::param_spec& ps : s.params()) {
       if (const auto pin = pins.params.find(ps.name); pin != pins.params.end()) {
         c.params[ps.name] = pin->second;
-        if (ps.divides_p && pin->second > 0 && unfactored % pin->second == 0)
-          unfactored /= static_cast<int>(pin->second);
-        continue;
-      }
-      if (!ps.divides_p) {
+      } else if (ps.divides_p) {
+        const std::int64_t d = *divisor_of(unfactored);
+        c.params[ps.name] = d;
+        unfactored /= static_cast<int>(d);
+      } else {
         c.params[ps.name] = *parameter(ps);
-        continue;
       }
-      const std::int64_t d = *divisor_of(unfactored);
-      c.params[ps.name] = d;
-      unfactored /= static_cast<int>(d);
     }
     for (const par::split& sp : par::splits_of(s, c))
       c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));

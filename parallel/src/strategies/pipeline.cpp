@@ -140,19 +140,36 @@ std::int64_t tp_depth(const run_case& c, int tp, std::int64_t count) {
 template <class T>
 class stage_runner {
  public:
+  // training: the step keeps activations from each micro-batch's forward to its backward.
   stage_runner(context& ctx, const run_case& c, const plan& pl, std::span<const any_matrix> ws,
-               pipeline_defect defect)
-      : c_(c), pl_(pl), ws_(ws), defect_(defect), grid_(ctx.grid) {}
+               pipeline_defect defect, bool training)
+      : c_(c), pl_(pl), ws_(ws), defect_(defect), grid_(ctx.grid),
+        held_(training ? static_cast<std::size_t>(pl.m) : 0) {}
   stage_runner(const stage_runner&) = delete;
   stage_runner& operator=(const stage_runner&) = delete;
   ~stage_runner() {
-    // Only after an exception: a message still in flight is cancelled or completed.
-    for (MPI_Request* r : {&fwd_req_, &bwd_req_})
-      if (*r != MPI_REQUEST_NULL) {
-        MPI_Cancel(r);
-        MPI_Wait(r, MPI_STATUS_IGNORE);
+    // Only after an exception: a message still in flight is let go (MPI cannot cancel a send
+    // for sure, and waiting could wait for ever), and every buffer it may still read is leaked
+    // rather than freed under it.
+    bool in_flight = false;
+    for (MPI_Request* r : {&fwd_req_, &bwd_req_}) {
+      if (*r == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Test(r, &done, MPI_STATUS_IGNORE);
+      if (done == 0) {
+        MPI_Request_free(r);
+        in_flight = true;
       }
+    }
+    if (in_flight) {
+      new auto(std::move(held_));
+      new auto(std::move(fwd_owned_));
+      new auto(std::move(bwd_owned_));
+    }
   }
+
+  // Micro-batch i's boundaries, kept from its forward to its backward.
+  std::vector<matrix<T>>& held(std::int64_t i) { return held_[idx(i)]; }
 
   // The forward of micro-batch i on this stage: its boundaries A_l0 … A_l1 (Y for the last).
   std::vector<matrix<T>> forward(std::int64_t i, const matrix<T>& x) {
@@ -280,6 +297,7 @@ class stage_runner {
   MPI_Request fwd_req_ = MPI_REQUEST_NULL, bwd_req_ = MPI_REQUEST_NULL;
   std::int64_t fwd_mb_ = -1;
   matrix<T> fwd_owned_, bwd_owned_, previous_;
+  std::vector<std::vector<matrix<T>>> held_;  // per micro-batch (the training step)
   std::string error_;
 };
 
@@ -484,7 +502,7 @@ void pipeline::forward_layers_t(context& ctx, const run_case& c, const matrix<T>
   const plan pl = make_plan(c, ctx.grid.coords(), ctx.grid.dims(), c.param("m"));
   const bool last = pl.s + 1 == pl.pp;
   if (last) y = matrix<T>(static_cast<std::size_t>(pl.rows), static_cast<std::size_t>(pl.width[pl.layers]));
-  stage_runner<T> run(ctx, c, pl, ws, defect_);
+  stage_runner<T> run(ctx, c, pl, ws, defect_, false);
   for (const op& o : schedule_of(schedule_, false, pl.pp, pl.s, pl.m)) {
     std::vector<matrix<T>> a = run.forward(o.mb, x);
     if (last) {
@@ -509,11 +527,9 @@ void pipeline::backward_layers_t(context& ctx, const run_case& c, const matrix<T
   if (pl.s == 0)
     dx = matrix<T>(static_cast<std::size_t>(pl.rows), static_cast<std::size_t>(pl.width[0]));
   const bool keeps_all = defect_ == pipeline_defect::keeps_activations;
-  stage_runner<T> run(ctx, c, pl, ws, defect_);
-  // held[i]: micro-batch i's boundaries from its forward to its backward.
-  std::vector<std::vector<matrix<T>>> held(static_cast<std::size_t>(pl.m));
+  stage_runner<T> run(ctx, c, pl, ws, defect_, true);
   for (const op& o : schedule_of(schedule_, true, pl.pp, pl.s, pl.m)) {
-    auto& slot = held[static_cast<std::size_t>(o.mb)];
+    auto& slot = run.held(o.mb);
     if (o.forward) {
       slot = run.forward(o.mb, x);
       // Y (A_L) is not kept; if it leaves this stage the runner holds it until it is sent.
