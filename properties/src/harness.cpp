@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <variant>
 
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/reference/bound.hpp"
@@ -145,18 +146,17 @@ expectation expect(const par::run_case& c, tensor t, const block& b) {
   return e;
 }
 
-// The reference for block b of output t of a stack (L > 1) and, per element, its bound
-// (stack.hpp) for the strategy's chains per layer: Y and dX from the block's rows of X and dY, dW_l
-// from every row.
+// The reference of a whole stack (L > 1) — every row of X and dY, so every output — and, per
+// element, its bound (stack.hpp) for the strategy's chains per layer. Y's and dX's rows are
+// independent, so the blocks of a rank's outputs are all slices of it: computed once per case
+// and rank, whatever the number of layers.
 template <class T>
-expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
-                         const par::cost_estimate& cost) {
+ref::stack_expectation<T> expect_whole_stack(const par::run_case& c,
+                                             const par::cost_estimate& cost) {
   const auto& p = c.prob;
   const ref::stack_shape shape{p.layout, p.widths(), p.act};
-  const bool rows_only = t.t != tensor::dw;
-  const std::int64_t row0 = rows_only ? b.row0 : 0, rows = rows_only ? b.rows : p.M;
-  const auto x = generate<T>(c, {tensor::x, 0}, row0, rows, 0, p.K);
-  const auto dy = generate<T>(c, {tensor::dy, 0}, row0, rows, 0, p.N);
+  const auto x = generate<T>(c, {tensor::x, 0}, 0, p.M, 0, p.K);
+  const auto dy = generate<T>(c, {tensor::dy, 0}, 0, p.M, 0, p.N);
   std::vector<matrix<T>> ws;
   std::vector<const T*> w_ptrs;
   for (std::size_t l = 0; l < shape.layers(); ++l) {
@@ -174,19 +174,23 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
   }
   // stack_expect reads a null dY as "forward only": an empty dY (no rows or N = 0) is not null.
   const T none{};
-  const T* dy_ptr = t.t == tensor::y ? nullptr : dy.data.empty() ? &none : dy.data.data();
-  const auto all = ref::stack_expect<T>(shape, static_cast<std::size_t>(rows), x.data.data(),
-                                        w_ptrs, dy_ptr, chains, p.type);
+  const T* dy_ptr = dy.data.empty() ? &none : dy.data.data();
+  return ref::stack_expect<T>(shape, static_cast<std::size_t>(p.M), x.data.data(), w_ptrs, dy_ptr,
+                              chains, p.type);
+}
+
+// Block b of stack output t, sliced from the whole stack's reference.
+template <class T>
+expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
+                         const ref::stack_expectation<T>& all) {
+  const auto& p = c.prob;
   const std::vector<T>& value = t.t == tensor::y ? all.y : t.t == tensor::dx ? all.dx
                                                                              : all.dw[t.layer];
   const std::vector<double>& bound = t.t == tensor::y    ? all.y_bound
                                      : t.t == tensor::dx ? all.dx_bound
                                                          : all.dw_bound[t.layer];
-  // The full matrix's columns; the block's rows are rows 0… of value (Y, dX) or row0… (dW).
-  const std::size_t full_cols =
-      rows_only ? (rows > 0 ? value.size() / static_cast<std::size_t>(rows) : 0)
-                : static_cast<std::size_t>(par::dim_length(p, par::dim_names(t, p).second));
-  const std::int64_t first_row = rows_only ? 0 : b.row0;
+  const auto full_cols =
+      static_cast<std::size_t>(par::dim_length(p, par::dim_names(t, p).second));
   const auto br = static_cast<std::size_t>(b.rows), bc = static_cast<std::size_t>(b.cols);
   expectation e;
   e.value = par::make_matrix<T>(br, bc);
@@ -194,13 +198,24 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
   T* out = std::get<matrix<T>>(e.value).data.data();
   for (std::size_t i = 0; i < br; ++i)
     for (std::size_t j = 0; j < bc; ++j) {
-      const std::size_t at = (static_cast<std::size_t>(first_row) + i) * full_cols +
+      const std::size_t at = (static_cast<std::size_t>(b.row0) + i) * full_cols +
                              static_cast<std::size_t>(b.col0) + j;
       out[i * bc + j] = value[at];
       e.mag[i * bc + j] = bound[at];
     }
   return e;
 }
+
+// A stack's whole reference, computed the first time one of a rank's blocks needs it.
+struct stack_reference {
+  std::variant<std::monostate, ref::stack_expectation<float>, ref::stack_expectation<double>> all;
+  template <class T>
+  const ref::stack_expectation<T>& get(const par::run_case& c, const par::cost_estimate& cost) {
+    if (!std::holds_alternative<ref::stack_expectation<T>>(all))
+      all = expect_whole_stack<T>(c, cost);
+    return std::get<ref::stack_expectation<T>>(all);
+  }
+};
 
 std::int64_t chain_of(const par::cost_estimate& cost, tensor t) {
   return t == tensor::y ? cost.chains.y : t == tensor::dx ? cost.chains.dx : cost.chains.dw;
@@ -223,8 +238,8 @@ std::string where(const std::string& t, const block& b, int rank,
 // Judges output t on this rank; returns an empty string when it passes. Updates worst_error.
 template <class T>
 std::string judge(const par::run_case& c, tensor_slot t, const block& b, const any_matrix& got_any,
-                  const par::cost_estimate& cost, int rank, const std::vector<int>& coords,
-                  double& worst_error) {
+                  const par::cost_estimate& cost, stack_reference& whole, int rank,
+                  const std::vector<int>& coords, double& worst_error) {
   const auto& got = std::get<matrix<T>>(got_any);
   const std::string name = par::name_of(t, c);
   if (static_cast<std::int64_t>(got.rows) != b.rows ||
@@ -236,7 +251,8 @@ std::string judge(const par::run_case& c, tensor_slot t, const block& b, const a
   }
   if (b.rows == 0 || b.cols == 0) return {};  // nothing here (e.g. another stage's tensor)
   const bool stack = c.prob.layers() > 1;
-  const expectation e = stack ? expect_stack<T>(c, t, b, cost) : expect<T>(c, t.t, b);
+  const expectation e =
+      stack ? expect_stack<T>(c, t, b, whole.get<T>(c, cost)) : expect<T>(c, t.t, b);
   const auto& want = std::get<matrix<T>>(e.value);
   const auto rows = got.rows, cols = got.cols;
   ref::compare_options opt;
@@ -393,14 +409,15 @@ verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& c
     const rank_inputs in = inputs_of(s, c, coords);
 
     const run_result first = run_once(s, c, grid, in, cost);
+    stack_reference whole;
     for (const tensor_slot& t : outputs) {
       const property p = t.t == tensor::y ? property::forward : property::backward;
       if (!on(p)) continue;
       const block b = par::block_of(s, c, t, coords);
       const std::string bad =
           c.prob.type == dtype::f32
-              ? judge<float>(c, t, b, first.out(t), cost, rank, coords, v.worst_error)
-              : judge<double>(c, t, b, first.out(t), cost, rank, coords, v.worst_error);
+              ? judge<float>(c, t, b, first.out(t), cost, whole, rank, coords, v.worst_error)
+              : judge<double>(c, t, b, first.out(t), cost, whole, rank, coords, v.worst_error);
       if (!bad.empty()) fail(p, bad);
     }
     if (on(property::ledger)) {
