@@ -246,7 +246,12 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (!o.backend.empty()) forced = par::parse_backend(o.backend);
   std::vector<const par::strategy*> chosen;
   for (const auto& name : o.strategies) chosen.push_back(&cat.need(name));
-  if (chosen.empty()) chosen = cat.normal();
+  if (chosen.empty()) {
+    // Every strategy; with a backend pinned, those that issue no collective (the backend runs
+    // nothing of theirs) are left out.
+    for (const auto* s : cat.normal())
+      if (!forced || s->uses_collectives()) chosen.push_back(s);
+  }
   par::run_case replay_case;
   if (!o.replay.empty()) {
     replay_case = par::run_case::parse(o.replay);

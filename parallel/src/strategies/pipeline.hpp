@@ -60,6 +60,8 @@ class pipeline : public strategy_base<pipeline> {
   [[nodiscard]] std::string name() const override { return name_; }
   [[nodiscard]] std::vector<param_spec> params() const override;
   [[nodiscard]] std::size_t max_layers() const override { return 6; }
+  // The pipeline alone sends point-to-point only; the hybrid mesh all-reduces over tp and dp.
+  [[nodiscard]] bool uses_collectives() const override { return hybrid_; }
   [[nodiscard]] std::vector<int> mesh_dims(const run_case& c) const override;
   [[nodiscard]] std::vector<split> extra_splits(const run_case& c) const override;
   [[nodiscard]] layout placement_of_layer(tensor t, std::size_t layer,

@@ -93,6 +93,9 @@ class strategy {
     (void)c;
     return {};
   }
+  // False for a strategy that never issues a collective (e.g. a pipeline's point-to-point
+  // messages alone): a run pinning the collectives' backend leaves it out.
+  [[nodiscard]] virtual bool uses_collectives() const { return true; }
   // Mesh dimensions for p workers; their product is c.p.
   [[nodiscard]] virtual std::vector<int> mesh_dims(const run_case& c) const { return {c.p}; }
   // One placement per mesh axis for each tensor.
