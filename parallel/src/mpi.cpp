@@ -8,6 +8,11 @@
 
 namespace shardcheck::par {
 
+namespace {
+// Each communicator's reduction segments, for its blocking and its started collectives.
+constexpr std::size_t scratch_bytes = std::size_t{1} << 20;
+}  // namespace
+
 void check_mpi(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
@@ -45,8 +50,10 @@ comm::comm(MPI_Comm c, bool owned) : c_(c), owned_(owned) {
   counts64_.resize(p);
   counts_nb_.resize(p);
   displs_nb_.resize(p);
-  scratch_.resize(std::size_t{1} << 20);
-  scratch_nb_.resize(std::size_t{1} << 20);
+  // Left uninitialised: a collective writes its segments before reading them, and a page no
+  // collective touches costs nothing (comms are made per case, several per mesh).
+  scratch_.reset(new std::byte[scratch_bytes]);
+  scratch_nb_.reset(new std::byte[scratch_bytes]);
   schedule_ = std::make_unique<native::schedule>();
 }
 
@@ -174,8 +181,9 @@ void comm::fingerprint(collective kind, std::size_t elem_bytes, std::int64_t cou
 }
 
 native::channel comm::channel(bool started) {
-  return native::channel{c_, rank_, size_, started ? std::span(scratch_nb_) : std::span(scratch_),
-                         defect_, started, 0, 0};
+  std::byte* scratch = (started ? scratch_nb_ : scratch_).get();
+  return native::channel{c_,      rank_,   size_, {scratch, scratch != nullptr ? scratch_bytes : 0},
+                         defect_, started, 0,     0};
 }
 
 void comm::record_native(ledger_entry e, const native::channel& ch) {

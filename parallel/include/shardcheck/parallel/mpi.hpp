@@ -203,7 +203,7 @@ class comm {
   backend backend_ = backend::mpi;
   collective_defect defect_ = collective_defect::none;
   // The native reductions' segments: allocated with the comm, outside any measured scope.
-  std::vector<std::byte> scratch_;
+  std::unique_ptr<std::byte[]> scratch_;
   // Scratch, sized at construction, so that collectives allocate nothing.
   std::vector<int> counts_a_, displs_a_, counts_b_, displs_b_;
   std::vector<std::int64_t> counts64_;
@@ -213,7 +213,7 @@ class comm {
   MPI_Request pending_ = MPI_REQUEST_NULL;
   std::unique_ptr<native::schedule> schedule_;
   bool scheduled_ = false;
-  std::vector<std::byte> scratch_nb_;
+  std::unique_ptr<std::byte[]> scratch_nb_;
   std::vector<int> counts_nb_, displs_nb_;
   ledger* pending_ledger_ = nullptr;
   std::size_t pending_entry_ = 0;
