@@ -97,3 +97,34 @@ TEST(PointToPoint, AWrongSizedMessageIsReportedNotFatal) {
   EXPECT_THROW((void)self.start_send<double>(out, 1, 0), invalid_problem);  // no rank 1
   EXPECT_THROW((void)self.recv<double>(in, 0, comm::max_p2p_tag), invalid_problem);
 }
+
+namespace {
+// A strategy whose Y lives on a coordinate past its mesh: nobody would hold it, and nobody
+// would check it.
+class y_off_the_mesh final : public strategy {
+ public:
+  [[nodiscard]] std::string name() const override { return "y_off_the_mesh"; }
+  [[nodiscard]] std::string summary() const override { return "test"; }
+  [[nodiscard]] layout placement_of(tensor t, const run_case& c) const override {
+    return {t == tensor::y ? placement::On(c.p) : placement::R()};
+  }
+  [[nodiscard]] cost_estimate cost(const run_case&, std::span<const int>) const override {
+    return {};
+  }
+  void forward(context&, const run_case&, const any_matrix&, const any_matrix&,
+               any_matrix&) const override {}
+  void backward(context&, const run_case&, const any_matrix&, const any_matrix&,
+                const any_matrix&, any_matrix&, any_matrix&) const override {}
+};
+}  // namespace
+
+TEST(Placement, OnPastTheMeshIsRejected) {
+  run_case c = run_case::parse("strategy=y_off_the_mesh p=2 M=2 N=2 K=2");
+  try {
+    complete_and_validate(y_off_the_mesh(), c);
+    FAIL() << "validated";
+  } catch (const invalid_problem& e) {
+    EXPECT_NE(std::string(e.what()).find("Y is On(2) on mesh axis 0 of 2"), std::string::npos)
+        << e.what();
+  }
+}
