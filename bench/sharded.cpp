@@ -68,23 +68,12 @@ par::run_case make_case(std::int64_t m, std::int64_t divisor, int overlap) {
   return c;
 }
 
-par::matrix<double> block(const par::run_case& c, par::tensor t, ref::tensor_id id) {
-  const auto coords = std::vector<int>{world->rank()};
-  const par::block b = par::block_of(strategy, c, t, coords);
-  par::matrix<double> m(static_cast<std::size_t>(b.rows), static_cast<std::size_t>(b.cols));
-  ref::fill_block<double>(c.mode, c.seed, static_cast<std::uint32_t>(id),
-                          static_cast<std::uint64_t>(b.row0), static_cast<std::uint64_t>(b.rows),
-                          static_cast<std::uint64_t>(b.col0), static_cast<std::uint64_t>(b.cols),
-                          m.data.data());
-  return m;
-}
-
 void sharded_forward(benchmark::State& st) {
   const par::run_case overlapped = make_case(st.range(0), st.range(1), 1),
                       serial = make_case(st.range(0), st.range(1), 0);
-  const par::any_matrix x = block(overlapped, par::tensor::x, ref::tensor_id::x),
-                        w = block(overlapped, par::tensor::w, ref::tensor_id::w);
   par::mesh grid(*world, {world->size()});
+  const prop::rank_inputs in = prop::inputs_of(strategy, overlapped, grid.coords());
+  const par::any_matrix &x = in.x, &w = in.ws.front();
   par::ledger log;
   par::context ctx{grid, log};
   grid.attach(nullptr, false);

@@ -85,21 +85,12 @@ par::run_case summa_case(const shape& sh, int pr) {
   return c;
 }
 
-par::any_matrix summa_block(const par::run_case& c, par::tensor t, ref::tensor_id id) {
-  const par::block b = par::block_of(strategy, c, t, par::coords_of(world->rank(), strategy.mesh_dims(c)));
-  par::matrix<double> m(static_cast<std::size_t>(b.rows), static_cast<std::size_t>(b.cols));
-  ref::fill_block<double>(c.mode, c.seed, static_cast<std::uint32_t>(id),
-                          static_cast<std::uint64_t>(b.row0), static_cast<std::uint64_t>(b.rows),
-                          static_cast<std::uint64_t>(b.col0), static_cast<std::uint64_t>(b.cols),
-                          m.data.data());
-  return m;
-}
-
 void summa_forward(benchmark::State& st, shape sh, int pr) {
   const par::run_case c = summa_case(sh, pr);
-  const par::any_matrix x = summa_block(c, par::tensor::x, ref::tensor_id::x);
-  const par::any_matrix w = summa_block(c, par::tensor::w, ref::tensor_id::w);
   par::mesh grid(*world, strategy.mesh_dims(c));
+  const prop::rank_inputs in = prop::inputs_of(strategy, c, grid.coords());
+  const par::any_matrix& x = in.x;
+  const par::any_matrix& w = in.ws.front();
   par::ledger log;
   par::context ctx{grid, log};
   grid.attach(nullptr, false);
