@@ -4,6 +4,7 @@
 // On(r) the whole tensor (as the other axes place it) on coordinate r of this axis and nothing
 // on the others: a pipeline's stage r holds its layers' weights, stage 0 X, the last stage Y.
 // A layout prints as its placements joined by commas: "S(0)", "R", "S(0),S(1)", "S(0),On(2),R".
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -35,5 +36,16 @@ enum class tensor { x, w, y, dy, dx, dw };
 [[nodiscard]] std::string_view to_string(tensor t);
 inline constexpr tensor all_tensors[] = {tensor::x, tensor::w, tensor::y,
                                          tensor::dy, tensor::dx, tensor::dw};
+
+// One tensor of a case: its kind and, for W and dW, its layer (0 is W_1). A stack of L layers has
+// X, W_1…W_L, Y, dY, dX, dW_1…dW_L; a single layer has the six tensors of all_tensors.
+struct tensor_slot {
+  tensor t = tensor::x;
+  std::size_t layer = 0;
+  tensor_slot() = default;
+  // NOLINTNEXTLINE(google-explicit-constructor): a tensor of a single layer is its slot
+  tensor_slot(tensor kind, std::size_t l = 0) : t(kind), layer(l) {}
+  friend bool operator==(const tensor_slot&, const tensor_slot&) = default;
+};
 
 }  // namespace shardcheck::par

@@ -1,0 +1,240 @@
+#pragma once
+// The kernel interface: what a parallel GEMM gives shardcheck to be checked.
+//
+//   info()       its metadata, as a value: name, summary, parameters, layer counts, and the
+//                dtypes, weight layouts and value modes it supports (the generators draw only
+//                those; `list` shows them)
+//   placement()  one placement per mesh axis for each tensor (X, W_1…W_L, Y, dY, dX, dW_1…dW_L)
+//   forward()    Y from X and the weights, on this rank's blocks
+//   backward()   dX and every dW from X, the weights and dY
+//   cost()       optional claims: the collectives it issues, its peak bytes, its addition chains.
+//                Each is optional; a property whose claim is absent is reported `not claimed`.
+//
+// A single layer is a stack of one: ws has one weight. forward and backward see `any_matrix`
+// values; io.visit runs a generic lambda on the case's element type, so a kernel is written once,
+// as a template, with no macros and no explicit instantiation:
+//
+//   void forward(context& ctx, const run_case& c, const forward_io& io) const override {
+//     io.visit([&]<class T>(const matrix<T>& x, weights<T> w, matrix<T>& y) { … });
+//   }
+//
+// Everything else (data, blocks, checks, CLI, benchmarks) is derived from these, so adding a
+// kernel is one file plus one registry line.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shardcheck/parallel/case.hpp"
+#include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/ledger.hpp"
+#include "shardcheck/parallel/matrix.hpp"
+#include "shardcheck/parallel/placement.hpp"
+
+namespace shardcheck::par {
+
+// What a kernel runs on: the case's mesh (its comms record into the harness's ledger).
+struct context {
+  mesh& grid;
+};
+
+// A split the case must carry a partition for: key (e.g. "M", or "K@1"), length, parts.
+struct split {
+  std::string key;
+  std::int64_t length = 0;
+  int parts = 1;
+};
+
+struct param_spec {
+  std::string name;
+  std::int64_t min = 0, max = 0, fallback = 0;
+  std::string help;
+  // A smaller value never raises the measured peak (e.g. a bucket size): the memory property
+  // re-runs each case with a smaller value and checks exactly that.
+  bool memory_monotone = false;
+  // The value is a factor of the case's worker count p: it must divide p divided by the earlier
+  // divides_p parameters, so that together they factorise p (dp, tp: pp = p/(dp·tp)).
+  bool divides_p = false;
+};
+
+inline constexpr dtype all_dtypes[] = {dtype::f32, dtype::f64};
+inline constexpr weight_layout all_layouts[] = {weight_layout::out_in, weight_layout::in_out};
+inline constexpr value_mode all_modes[] = {value_mode::exact, value_mode::uniform,
+                                           value_mode::wide, value_mode::cancel,
+                                           value_mode::nonfinite};
+
+struct kernel_info {
+  std::string name;
+  std::string summary;
+  std::vector<param_spec> params;
+  std::size_t min_layers = 1, max_layers = 1;
+  std::vector<dtype> dtypes{std::begin(all_dtypes), std::end(all_dtypes)};
+  std::vector<weight_layout> layouts{std::begin(all_layouts), std::end(all_layouts)};
+  std::vector<value_mode> modes{std::begin(all_modes), std::end(all_modes)};
+  // False for a kernel that never issues a collective (only point-to-point messages): a run
+  // pinning the collectives' backend leaves it out.
+  bool uses_collectives = true;
+
+  [[nodiscard]] bool supports(dtype t) const;
+  [[nodiscard]] bool supports(weight_layout l) const;
+  [[nodiscard]] bool supports(value_mode m) const;
+};
+
+// Longest chain of additions behind one element of each output of one layer (local share +
+// reduction depth, reduction_depth(backend, collective, p, count) in ledger.hpp): y the chain of
+// the layer's output, dx of its input gradient, dw of its weight gradient.
+struct chain_lengths {
+  std::int64_t y = 0, dx = 0, dw = 0;
+};
+
+// A kernel's claims for one case on one rank. Each is optional.
+struct claims {
+  struct collective_claim {
+    std::vector<ledger_entry> forward, backward;  // this rank's collectives and messages, in order
+  };
+  struct peak_claim {
+    // Bytes the kernel allocates above its inputs, at most, in each phase (outputs included).
+    std::int64_t forward = 0, backward = 0;
+  };
+  std::optional<collective_claim> collectives;
+  std::optional<peak_claim> peak;
+  // One per layer (l = 1 … L at index l − 1).
+  std::optional<std::vector<chain_lengths>> chains;
+};
+
+template <class T>
+class weights {
+ public:
+  explicit weights(std::span<const any_matrix> ws) : ws_(ws) {}
+  [[nodiscard]] std::size_t size() const { return ws_.size(); }
+  [[nodiscard]] const matrix<T>& operator[](std::size_t l) const {
+    return std::get<matrix<T>>(ws_[l]);
+  }
+  [[nodiscard]] std::span<const any_matrix> all() const { return ws_; }
+
+ private:
+  std::span<const any_matrix> ws_;
+};
+
+template <class T>
+class gradients {
+ public:
+  explicit gradients(std::span<any_matrix> dws) : dws_(dws) {}
+  [[nodiscard]] std::size_t size() const { return dws_.size(); }
+  [[nodiscard]] matrix<T>& operator[](std::size_t l) const { return std::get<matrix<T>>(dws_[l]); }
+
+ private:
+  std::span<any_matrix> dws_;
+};
+
+// forward's tensors: this rank's blocks of X and W_1…W_L; Y is the kernel's to fill.
+struct forward_io {
+  const any_matrix& x;
+  std::span<const any_matrix> ws;
+  any_matrix& y;
+  // Runs f(const matrix<T>& x, weights<T> ws, matrix<T>& y) with T the case's element type; y
+  // starts empty.
+  template <class F>
+  void visit(F&& f) const {
+    if (std::holds_alternative<matrix<float>>(x)) run<float>(f);
+    else run<double>(f);
+  }
+
+ private:
+  template <class T, class F>
+  void run(F& f) const {
+    f(std::get<matrix<T>>(x), weights<T>(ws), y.template emplace<matrix<T>>());
+  }
+};
+
+// backward's tensors: X, the weights and dY; dX and dW_1…dW_L are the kernel's to fill.
+struct backward_io {
+  const any_matrix& x;
+  std::span<const any_matrix> ws;
+  const any_matrix& dy;
+  any_matrix& dx;
+  std::span<any_matrix> dws;
+  // Runs f(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
+  //        gradients<T> dws); dx and every dW start empty.
+  template <class F>
+  void visit(F&& f) const {
+    if (std::holds_alternative<matrix<float>>(x)) run<float>(f);
+    else run<double>(f);
+  }
+
+ private:
+  template <class T, class F>
+  void run(F& f) const {
+    for (any_matrix& dw : dws) dw.template emplace<matrix<T>>();
+    f(std::get<matrix<T>>(x), weights<T>(ws), std::get<matrix<T>>(dy),
+      dx.template emplace<matrix<T>>(), gradients<T>(dws));
+  }
+};
+
+class kernel {
+ public:
+  virtual ~kernel() = default;
+  [[nodiscard]] virtual const kernel_info& info() const = 0;
+  // Mesh dimensions for p workers; their product is c.p.
+  [[nodiscard]] virtual std::vector<int> mesh_dims(const run_case& c) const { return {c.p}; }
+  // One placement per mesh axis for tensor t (t.layer picks W_l / dW_l in a stack).
+  [[nodiscard]] virtual layout placement(tensor_slot t, const run_case& c) const = 0;
+  // Splits the case needs beyond those its placements imply (splits_of), e.g. a pipeline's
+  // layers over its stages; the generators draw them like any other partition.
+  [[nodiscard]] virtual std::vector<split> extra_splits(const run_case& c) const {
+    (void)c;
+    return {};
+  }
+  // The claims for case c at mesh coordinates `coords`. None by default.
+  [[nodiscard]] virtual claims cost(const run_case& c, std::span<const int> coords) const {
+    (void)c;
+    (void)coords;
+    return {};
+  }
+  // \note collective over ctx.grid.
+  virtual void forward(context& ctx, const run_case& c, const forward_io& io) const = 0;
+  // \note collective over ctx.grid.
+  virtual void backward(context& ctx, const run_case& c, const backward_io& io) const = 0;
+
+  [[nodiscard]] const std::string& name() const { return info().name; }
+};
+
+// --- derived from placements: the same rules for every kernel --------------------------------
+
+// Every tensor of case c: X, W_1…W_L, Y, dY, dX, dW_1…dW_L.
+[[nodiscard]] std::vector<tensor_slot> tensors_of(const run_case& c);
+// The outputs of case c: Y, dX, dW_1…dW_L.
+[[nodiscard]] std::vector<tensor_slot> outputs_of(const run_case& c);
+// "W" for a single layer, "W1", "W2", … in a stack; the other tensors by to_string(tensor).
+[[nodiscard]] std::string name_of(tensor_slot s, const run_case& c);
+
+// The problem dimension names of tensor t's rows and columns: X (M,K), W (N,K) or (K,N), Y and dY
+// (M,N), dX (M,K), dW as W. In a stack, widths d_0 = K, d_1 = H, d_2 = H2, …, d_L = N: W_l is
+// (d_l, d_{l−1}) or (d_{l−1}, d_l).
+[[nodiscard]] std::pair<std::string, std::string> dim_names(tensor_slot t, const problem& p);
+// M, N, K, or a hidden width H, H2, H3, ….
+[[nodiscard]] std::int64_t dim_length(const problem& p, const std::string& name);
+
+// Every split case c needs: those of the placements (a shard on an axis), then extra_splits.
+[[nodiscard]] std::vector<split> splits_of(const kernel& k, const run_case& c);
+// The partition key of dimension `dim` sharded on mesh axis `axis` of `axes`: "M", "K@1", ….
+[[nodiscard]] std::string split_key(const std::string& dim, std::size_t axis, std::size_t axes);
+
+// A rank's region of a global tensor.
+struct block {
+  std::int64_t row0 = 0, rows = 0, col0 = 0, cols = 0;
+  friend bool operator==(const block&, const block&) = default;
+};
+[[nodiscard]] block block_of(const kernel& k, const run_case& c, tensor_slot t,
+                             std::span<const int> coords);
+// Rank r's coordinates on a mesh (row-major, as MPI_Cart_create without reordering).
+[[nodiscard]] std::vector<int> coords_of(int rank, const std::vector<int>& dims);
+// Fills in balanced partitions and default parameters the case lacks, then checks everything:
+// dtype, layout and mode supported, mesh product, partitions (present, right length and part
+// count), parameters (declared, in range), that outputs are never partial. Throws
+// invalid_problem.
+void complete_and_validate(const kernel& k, run_case& c);
+
+}  // namespace shardcheck::par
