@@ -8,8 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "shardcheck/parallel/mpi.hpp"
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/kernel.hpp"
+#include "shardcheck/parallel/plan.hpp"
 
 namespace shardcheck::prop {
 
@@ -32,8 +33,21 @@ inline constexpr property checked_properties[] = {property::forward,     propert
 [[nodiscard]] unsigned parse_properties(std::string_view s);
 [[nodiscard]] std::string properties_to_string(unsigned mask);
 
+// What a case runs: a kernel and, for a mutant, the layers the harness wraps around every comm of
+// the case's mesh (a fault injector: properties/, mutants). The wrapper is called afresh for each
+// mesh, so a layer's state lasts one case.
+struct subject {
+  const par::kernel* k = nullptr;
+  par::layer_wrapper wrap;
+};
+
+// A property's outcome on a case: `not_claimed` when the kernel makes no claim it could be judged
+// against (e.g. no peak bytes for `memory`), which is never a pass.
+enum class outcome { pass, fail, not_claimed };
+
 struct verdict {
-  unsigned failed = 0;      // properties that failed on this rank
+  unsigned failed = 0;       // properties that failed on this rank
+  unsigned not_claimed = 0;  // properties the kernel made no claim for (never counted as a pass)
   std::string message;      // the first failure, fully described
   double worst_error = 0;   // max |got − expected| / (u·mag) over this rank's finite outputs
   double worst_memory = 0;  // max measured / bound over phases
@@ -47,12 +61,11 @@ struct rank_inputs {
   std::vector<par::any_matrix> ws;
   par::any_matrix dy;
 };
-[[nodiscard]] rank_inputs inputs_of(const par::strategy& s, const par::run_case& c,
-                                    std::span<const int> coords);
+[[nodiscard]] rank_inputs inputs_of(const par::case_plan& plan, const par::run_case& c);
 
 // Runs case c on this rank of case_comm (whose size is c.p), checking the properties in `mask`.
 // \note collective over case_comm.
-[[nodiscard]] verdict run_on_rank(const par::strategy& s, const par::run_case& c,
-                                  par::comm& case_comm, unsigned mask);
+[[nodiscard]] verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_comm,
+                                  unsigned mask);
 
 }  // namespace shardcheck::prop
