@@ -11,6 +11,7 @@
 
 #include "shardcheck/properties/driver.hpp"
 #include "shardcheck/properties/mutants.hpp"
+#include "shardcheck/properties/selftest.hpp"
 
 namespace shardcheck {
 
@@ -20,25 +21,30 @@ struct usage_error : error {
   using error::error;
 };
 
-// Built-in, extra and (for replay lines and explicit --strategy only) mutant strategies.
+// Built-in, extra and (for replay lines and explicit --strategy only) mutant kernels, each as the
+// subject a case runs.
 struct catalogue {
   par::registry builtin = par::builtin_strategies();
   par::registry extra;
-  par::registry mutants = prop::mutant_strategies();
+  prop::mutant_set mutants{builtin};
+  std::map<std::string, prop::subject, std::less<>> plain;
 
-  [[nodiscard]] const par::strategy* find(std::string_view name) const {
-    for (const par::registry* r : {&builtin, &extra, &mutants})
-      if (const auto* s = r->find(name)) return s;
-    return nullptr;
-  }
-  [[nodiscard]] std::vector<const par::strategy*> normal() const {
-    std::vector<const par::strategy*> out;
+  explicit catalogue(par::registry more) : extra(std::move(more)) {
     for (const par::registry* r : {&builtin, &extra})
-      for (const auto& s : r->all()) out.push_back(s.get());
+      for (const auto& k : r->all()) plain.emplace(k->name(), prop::subject{k.get(), {}});
+  }
+  [[nodiscard]] const prop::subject* find(std::string_view name) const {
+    if (const auto it = plain.find(name); it != plain.end()) return &it->second;
+    return mutants.find(name);
+  }
+  [[nodiscard]] std::vector<const par::kernel*> normal() const {
+    std::vector<const par::kernel*> out;
+    for (const par::registry* r : {&builtin, &extra})
+      for (const auto& k : r->all()) out.push_back(k.get());
     return out;
   }
-  [[nodiscard]] const par::strategy& need(const std::string& name) const {
-    const auto* s = find(name);
+  [[nodiscard]] const par::kernel& need(const std::string& name) const {
+    const prop::subject* s = find(name);
     if (s == nullptr) {
       std::string known;
       for (const auto* n : normal()) {
@@ -47,23 +53,33 @@ struct catalogue {
       }
       throw usage_error("unknown strategy '" + name + "' (known: " + known + ")");
     }
-    return *s;
+    return *s->k;
   }
 };
 
-std::string placements_line(const par::strategy& s, const par::run_case& c) {
+std::string placements_line(const par::case_plan& plan) {
   std::string out;
-  for (const par::tensor_slot& t : par::tensors_of(c)) {
+  for (const par::tensor_plan& t : plan.tensors) {
     if (!out.empty()) out += "  ";
-    out += par::name_of(t, c);
+    out += t.name;
     out += ' ';
-    out += par::to_string(par::placement_of(s, t, c));
+    out += par::to_string(t.where);
+  }
+  return out;
+}
+
+template <class T>
+std::string join(const std::vector<T>& values) {
+  std::string out;
+  for (const T& v : values) {
+    if (!out.empty()) out += ",";
+    out += to_string(v);
   }
   return out;
 }
 
 // A case for `list` and `explain`: the strategy's defaults on a given shape.
-par::run_case default_case(const par::strategy& s, int p, std::int64_t m, std::int64_t n,
+par::run_case default_case(const par::kernel& s, int p, std::int64_t m, std::int64_t n,
                            std::int64_t k) {
   par::run_case c;
   c.strategy = s.name();
@@ -72,7 +88,7 @@ par::run_case default_case(const par::strategy& s, int p, std::int64_t m, std::i
   c.prob.N = n;
   c.prob.K = k;
   // A stack strategy's smallest stack, hidden widths 1 (explain's --H replaces them).
-  c.prob.hidden.assign(s.min_layers() - 1, 1);
+  c.prob.hidden.assign(s.info().min_layers - 1, 1);
   return c;
 }
 
@@ -83,10 +99,16 @@ int do_list(const catalogue& cat) {
       par::complete_and_validate(*s, d);
       return d;
     }();
-    const std::size_t axes = s->mesh_dims(c).size();
-    std::printf("%s\n  %s\n  placements (%zu-axis mesh, defaults): %s\n", s->name().c_str(),
-                s->summary().c_str(), axes, placements_line(*s, c).c_str());
-    for (const auto& ps : s->params())
+    const par::kernel_info& info = s->info();
+    const par::case_plan plan = par::plan_of(*s, c, par::coords_of(0, s->mesh_dims(c)));
+    std::printf("%s\n  %s\n  placements (%zu-axis mesh, defaults): %s\n", info.name.c_str(),
+                info.summary.c_str(), plan.dims.size(), placements_line(plan).c_str());
+    std::printf("  layers %zu", info.min_layers);
+    if (info.max_layers != info.min_layers) std::printf("-%zu", info.max_layers);
+    std::printf("; dtypes %s; layouts %s; modes %s%s\n", join(info.dtypes).c_str(),
+                join(info.layouts).c_str(), join(info.modes).c_str(),
+                info.uses_collectives ? "" : "; point-to-point only");
+    for (const auto& ps : info.params)
       std::printf("  parameter %s in [%lld, %lld], default %lld: %s\n", ps.name.c_str(),
                   static_cast<long long>(ps.min), static_cast<long long>(ps.max),
                   static_cast<long long>(ps.fallback), ps.help.c_str());
@@ -104,50 +126,59 @@ nlohmann::ordered_json entry_json(const par::ledger_entry& e) {
 }
 
 int do_explain(const catalogue& cat, const std::string& name, par::run_case c, bool json) {
-  const par::strategy& s = cat.need(name);
-  c.strategy = s.name();
+  const par::kernel& s = cat.need(name);
+  c.strategy = name;
   par::complete_and_validate(s, c);
   const auto dims = s.mesh_dims(c);
+  const par::case_plan plan0 = par::plan_of(s, c, par::coords_of(0, dims));
   nlohmann::ordered_json out;
-  out["strategy"] = s.name();
-  out["summary"] = s.summary();
+  out["strategy"] = name;
+  out["summary"] = s.info().summary;
   out["case"] = c.to_string();
   out["mesh"] = dims;
-  for (const par::tensor_slot& t : par::tensors_of(c))
-    out["placements"][par::name_of(t, c)] = par::to_string(par::placement_of(s, t, c));
+  for (const par::tensor_plan& t : plan0.tensors) out["placements"][t.name] = par::to_string(t.where);
   for (const auto& [key, part] : c.parts) out["partitions"][key] = part.sizes();
   nlohmann::ordered_json totals = {{"forward", nlohmann::ordered_json::object()},
-                           {"backward", nlohmann::ordered_json::object()}};
+                                   {"backward", nlohmann::ordered_json::object()}};
   for (int r = 0; r < c.p; ++r) {
     const auto coords = par::coords_of(r, dims);
-    const par::cost_estimate cost = s.cost(c, coords);
+    const par::case_plan plan = par::plan_of(s, c, coords);
+    const par::claims cost = s.cost(c, coords);
     nlohmann::ordered_json rank = {{"rank", r}, {"coords", coords}};
-    for (const par::tensor_slot& t : par::tensors_of(c)) {
-      const par::block b = par::block_of(s, c, t, coords);
-      rank["blocks"][par::name_of(t, c)] = {
-          {"row0", b.row0}, {"rows", b.rows}, {"col0", b.col0}, {"cols", b.cols}};
+    for (const par::tensor_plan& t : plan.tensors) {
+      const par::block& b = t.region;
+      rank["blocks"][t.name] = {{"row0", b.row0}, {"rows", b.rows}, {"col0", b.col0}, {"cols", b.cols}};
     }
-    for (const auto& [phase, list] : {std::pair{"forward", &cost.forward},
-                                      std::pair{"backward", &cost.backward}}) {
-      rank[phase] = nlohmann::ordered_json::array();
-      for (const auto& e : *list) {
-        rank[phase].push_back(entry_json(e));
-        if (r == 0) {
-          auto& n = totals[phase][std::string(par::to_string(e.kind))];
-          n = n.is_null() ? 1 : n.get<int>() + 1;
+    if (cost.collectives) {
+      for (const auto& [phase, list] : {std::pair{"forward", &cost.collectives->forward},
+                                        std::pair{"backward", &cost.collectives->backward}}) {
+        rank[phase] = nlohmann::ordered_json::array();
+        for (const auto& e : *list) {
+          rank[phase].push_back(entry_json(e));
+          if (r == 0) {
+            auto& n = totals[phase][std::string(par::to_string(e.kind))];
+            n = n.is_null() ? 1 : n.get<int>() + 1;
+          }
         }
       }
+    } else {
+      rank["forward"] = rank["backward"] = "not claimed";
     }
-    rank["peak_bytes_bound"] = {{"forward", cost.peak_forward}, {"backward", cost.peak_backward}};
-    if (cost.layer_chains.empty()) {
-      rank["chain_lengths"] = {
-          {"Y", cost.chains.y}, {"dX", cost.chains.dx}, {"dW", cost.chains.dw}};
+    if (cost.peak)
+      rank["peak_bytes_bound"] = {{"forward", cost.peak->forward}, {"backward", cost.peak->backward}};
+    else
+      rank["peak_bytes_bound"] = "not claimed";
+    if (!cost.chains) {
+      rank["chain_lengths"] = "not claimed";
+    } else if (cost.chains->size() == 1) {
+      const auto& ch = cost.chains->front();
+      rank["chain_lengths"] = {{"Y", ch.y}, {"dX", ch.dx}, {"dW", ch.dw}};
     } else {
       // Per layer l: H_l (Y for the last), dA_{l−1} (dX for the first), dW_l.
-      for (std::size_t l = 0; l < cost.layer_chains.size(); ++l) {
-        const auto& ch = cost.layer_chains[l];
+      for (std::size_t l = 0; l < cost.chains->size(); ++l) {
+        const auto& ch = (*cost.chains)[l];
         const std::string n = std::to_string(l + 1);
-        rank["chain_lengths"][l + 1 == cost.layer_chains.size() ? "Y" : "H" + n] = ch.y;
+        rank["chain_lengths"][l + 1 == cost.chains->size() ? "Y" : "H" + n] = ch.y;
         rank["chain_lengths"][l == 0 ? "dX" : "dA" + std::to_string(l)] = ch.dx;
         rank["chain_lengths"]["dW" + n] = ch.dw;
       }
@@ -159,8 +190,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << s.name() << ": " << s.summary() << "\ncase: " << c.to_string() << "\nplacements: "
-            << placements_line(s, c) << "\n";
+  std::cout << name << ": " << s.info().summary << "\ncase: " << c.to_string()
+            << "\nplacements: " << placements_line(plan0) << "\n";
   for (const auto& [key, part] : c.parts) std::cout << "partition " << key << ": " << part.to_string() << "\n";
   for (const char* phase : {"forward", "backward"}) {
     std::cout << phase << ":";
@@ -174,7 +205,11 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
       std::cout << " " << t << "[" << b["row0"] << "+" << b["rows"] << ", " << b["col0"] << "+"
                 << b["cols"] << "]";
     std::cout << "\n";
-    for (const char* phase : {"forward", "backward"})
+    for (const char* phase : {"forward", "backward"}) {
+      if (!rank[phase].is_array()) {
+        std::cout << "  " << phase << ": collectives not claimed\n";
+        continue;
+      }
       for (const auto& e : rank[phase]) {
         std::cout << "  " << phase << " " << e["collective"].get<std::string>();
         if (e.contains("peer")) std::cout << (e["collective"] == "send" ? " to " : " from ")
@@ -183,12 +218,19 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
         std::cout << " (axis " << e["axis"] << "): " << e["elements"] << " elements, sent "
                   << e["bytes_sent"] << " B, received " << e["bytes_received"] << " B\n";
       }
-    std::cout << "  peak memory bound: forward " << rank["peak_bytes_bound"]["forward"]
-              << " B, backward " << rank["peak_bytes_bound"]["backward"]
-              << " B; error-bound chains:";
+    }
+    const auto& peak = rank["peak_bytes_bound"];
+    if (peak.is_object())
+      std::cout << "  peak memory bound: forward " << peak["forward"] << " B, backward "
+                << peak["backward"] << " B";
+    else
+      std::cout << "  peak memory bound: not claimed";
+    std::cout << "; error-bound chains:";
+    if (!rank["chain_lengths"].is_object()) std::cout << " not claimed";
     const char* sep = " ";
-    for (const auto& [name, k] : rank["chain_lengths"].items()) {
-      std::cout << sep << name << " " << k;
+    for (const auto& [key, k] : rank["chain_lengths"].items()) {
+      if (!rank["chain_lengths"].is_object()) break;
+      std::cout << sep << key << " " << k;
       sep = ", ";
     }
     std::cout << "\n";
@@ -205,9 +247,14 @@ std::string human_bytes(std::int64_t b) {
 }
 
 void print_report_row(const prop::strategy_report& r) {
-  std::printf("%-28s %6d  %-4s %8.2f s  %12.2f  %s / %s\n", r.name.c_str(), r.cases,
-              r.passed ? "pass" : "FAIL", r.seconds, r.worst_error, human_bytes(r.peak_bytes).c_str(),
-              human_bytes(r.bound_bytes).c_str());
+  const bool memory = (r.not_claimed & static_cast<unsigned>(prop::property::memory)) == 0;
+  std::printf("%-28s %6d  %-4s %8.2f s  %12.2f  %s\n", r.name.c_str(), r.cases,
+              r.passed ? "pass" : "FAIL", r.seconds, r.worst_error,
+              memory ? (human_bytes(r.peak_bytes) + " / " + human_bytes(r.bound_bytes)).c_str()
+                     : "not claimed");
+  if (r.not_claimed != 0)
+    std::printf("  not claimed (never judged): %s\n",
+                prop::properties_to_string(r.not_claimed).c_str());
 }
 
 void print_failure(const prop::strategy_report& r, const std::string& program, unsigned mask) {
@@ -244,13 +291,14 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   const unsigned mask = prop::parse_properties(o.properties);
   std::optional<par::backend> forced;
   if (!o.backend.empty()) forced = par::parse_backend(o.backend);
-  std::vector<const par::strategy*> chosen;
-  for (const auto& name : o.strategies) chosen.push_back(&cat.need(name));
+  // (name, kernel) of each strategy to check; a name may be a mutant's.
+  std::vector<std::pair<std::string, const par::kernel*>> chosen;
+  for (const auto& name : o.strategies) chosen.emplace_back(name, &cat.need(name));
   if (chosen.empty()) {
     // Every strategy; with a backend pinned, those that issue no collective (the backend runs
     // nothing of theirs) are left out.
     for (const auto* s : cat.normal())
-      if (!forced || s->uses_collectives()) chosen.push_back(s);
+      if (!forced || s->info().uses_collectives) chosen.emplace_back(s->name(), s);
   }
   par::run_case replay_case;
   if (!o.replay.empty()) {
@@ -267,8 +315,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
       throw usage_error("--param '" + kv + "' is not name=integer");
     const std::string name = kv.substr(0, eq);
     bool known = false;
-    for (const auto* s : chosen)
-      for (const auto& ps : s->params()) known = known || ps.name == name;
+    for (const auto& [n, s] : chosen)
+      for (const auto& ps : s->info().params) known = known || ps.name == name;
     if (!known) throw usage_error("--param " + name + ": no chosen strategy has that parameter");
     pinned[name] = value;
   }
@@ -278,20 +326,23 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
                       std::to_string(world.size()) + " ranks launched");
   // Every chosen strategy must take the pins: a worker count its pinned mesh factors divide,
   // and values its validation accepts (checked on a small probe case).
-  for (const auto* s : chosen) {
+  for (const auto& [n, s] : chosen) {
     par::run_case probe;
-    probe.strategy = s->name();
+    probe.strategy = n;
     probe.prob.M = probe.prob.N = probe.prob.K = 1;
-    for (std::size_t l = 1; l < s->min_layers(); ++l) probe.prob.hidden.push_back(1);
+    probe.prob.type = s->info().dtypes.front();
+    probe.prob.layout = s->info().layouts.front();
+    probe.mode = s->info().modes.front();
+    for (std::size_t l = 1; l < s->info().min_layers; ++l) probe.prob.hidden.push_back(1);
     int step = 1;
-    for (const auto& ps : s->params())
+    for (const auto& ps : s->info().params)
       if (const auto it = pinned.find(ps.name); it != pinned.end()) {
         probe.params[ps.name] = it->second;
         if (ps.divides_p) step *= static_cast<int>(std::max<std::int64_t>(it->second, 1));
       }
     probe.p = o.p > 0 ? o.p : step;
     if (probe.p > world.size())
-      throw usage_error(s->name() + ": the pinned parameters need p=" + std::to_string(probe.p) +
+      throw usage_error(n + ": the pinned parameters need p=" + std::to_string(probe.p) +
                         " workers; only " + std::to_string(world.size()) + " ranks were launched");
     par::complete_and_validate(*s, probe);
   }
@@ -332,8 +383,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
                 d.ranks(), o.cases, static_cast<unsigned long long>(o.seed),
                 prop::properties_to_string(mask).c_str());
     std::vector<prop::strategy_report> reports;
-    for (const auto* s : chosen) {
-      reports.push_back(d.check(*s, so));
+    for (const auto& [n, s] : chosen) {
+      reports.push_back(d.check(n, *cat.find(n), so));
       if (!reports.back().passed) status = 1;
     }
     d.stop();
@@ -353,9 +404,9 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   return status;
 }
 
-int do_selftest(const catalogue& cat, int cases, std::uint64_t seed, double timeout,
+int do_selftest(const catalogue& cat, const prop::selftest_options& o, double timeout,
                 const std::string& program) {
-  if (cases < 1) throw usage_error("--cases must be at least 1");
+  if (o.cases < 1) throw usage_error("--cases must be at least 1");
   if (!(timeout > 0) || !std::isfinite(timeout))
     throw usage_error("--case-timeout must be a positive number of seconds");
   par::comm world = par::comm::world();
@@ -364,31 +415,8 @@ int do_selftest(const catalogue& cat, int cases, std::uint64_t seed, double time
   if (!d.leader()) {
     d.serve();
   } else {
-    prop::suite_options so;
-    so.cases = cases;
-    so.seed = seed;
-    so.progress = false;
-    std::printf("shardcheck selftest: each mutant runs against the one property that must catch "
-                "it (%d ranks, up to %d cases)\n",
-                d.ranks(), cases);
-    std::printf("%-28s %-12s %-10s %s\n", "mutant", "property", "result", "cases to first failure");
-    for (const auto& m : prop::mutant_catalogue()) {
-      so.mask = static_cast<unsigned>(prop::property::runs) | static_cast<unsigned>(m.expected);
-      const prop::strategy_report r = d.check(cat.need(m.name), so);
-      const bool ok = !r.passed && (r.failure.failed & static_cast<unsigned>(m.expected)) != 0;
-      if (!ok) status = 1;
-      std::printf("%-28s %-12s %-10s %d\n", m.name.c_str(),
-                  std::string(prop::to_string(m.expected)).c_str(), ok ? "caught" : "NOT CAUGHT",
-                  r.cases);
-      std::printf("  defect: %s\n", m.defect.c_str());
-      if (!r.passed) {
-        std::printf("  smallest failing case: %s\n", r.failure.message.c_str());
-        std::printf("  replay: %s\n",
-                    prop::replay_command(program, par::run_case::parse(r.replay), so.mask).c_str());
-      }
-    }
+    status = prop::run_selftest(d, cat.mutants, o, program);
     d.stop();
-    std::printf("%s\n", status == 0 ? "selftest: every mutant caught" : "selftest: FAILED");
   }
   std::fflush(stdout);
   MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -398,8 +426,7 @@ int do_selftest(const catalogue& cat, int cases, std::uint64_t seed, double time
 }  // namespace
 
 int cli_main(int argc, char** argv, par::registry extra) {
-  catalogue cat;
-  cat.extra = std::move(extra);
+  catalogue cat(std::move(extra));
   const std::string program = argc > 0 ? argv[0] : "shardcheck";
 
   CLI::App app{"shardcheck: proves that parallel GEMM strategies compute what one device "
@@ -454,13 +481,12 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--param", ex_params, "A strategy parameter, e.g. gather=0");
   explain->add_flag("--json", ex_json, "JSON output");
 
-  int st_cases = 100;
-  std::uint64_t st_seed = 1;
+  prop::selftest_options st;
   double st_timeout = 120;
   auto* selftest = app.add_subcommand(
       "selftest", "Run the properties against every mutant; exit 0 only if all are caught");
-  selftest->add_option("--cases", st_cases, "Cases per mutant at most")->capture_default_str();
-  selftest->add_option("--seed", st_seed, "RapidCheck seed")->capture_default_str();
+  selftest->add_option("--cases", st.cases, "Cases per mutant at most")->capture_default_str();
+  selftest->add_option("--seed", st.seed, "RapidCheck seed")->capture_default_str();
   selftest->add_option("--case-timeout", st_timeout, "Watchdog seconds")->capture_default_str();
 
   try {
@@ -496,7 +522,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
       return do_explain(cat, ex_name, c, ex_json);
     }
     if (verify->parsed()) return do_verify(cat, vo, program);
-    if (selftest->parsed()) return do_selftest(cat, st_cases, st_seed, st_timeout, program);
+    if (selftest->parsed()) return do_selftest(cat, st, st_timeout, program);
   } catch (const shardcheck::error& e) {
     if (rank == 0) std::fprintf(stderr, "shardcheck: %s\n", e.what());
     return 2;

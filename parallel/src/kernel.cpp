@@ -1,4 +1,4 @@
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -17,6 +17,7 @@ std::size_t cols_of(const any_matrix& m) {
   return std::visit([](const auto& v) { return v.cols; }, m);
 }
 
+namespace {
 std::pair<std::string, std::string> dim_names(tensor t, weight_layout l) {
   switch (t) {
     case tensor::x:
@@ -31,7 +32,6 @@ std::pair<std::string, std::string> dim_names(tensor t, weight_layout l) {
   return {"?", "?"};
 }
 
-namespace {
 // d_j of a stack of L layers: K, H, H2, …, N.
 std::string width_name(std::size_t j, std::size_t layers) {
   if (j == 0) return "K";
@@ -71,10 +71,14 @@ std::string name_of(tensor_slot s, const run_case& c) {
   return out;
 }
 
-layout placement_of(const strategy& s, tensor_slot t, const run_case& c) {
-  if (c.prob.layers() > 1 && (t.t == tensor::w || t.t == tensor::dw))
-    return s.placement_of_layer(t.t, t.layer, c);
-  return s.placement_of(t.t, c);
+bool kernel_info::supports(dtype t) const {
+  return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end();
+}
+bool kernel_info::supports(weight_layout l) const {
+  return std::find(layouts.begin(), layouts.end(), l) != layouts.end();
+}
+bool kernel_info::supports(value_mode m) const {
+  return std::find(modes.begin(), modes.end(), m) != modes.end();
 }
 
 std::int64_t dim_length(const problem& p, const std::string& name) {
@@ -86,17 +90,15 @@ std::int64_t dim_length(const problem& p, const std::string& name) {
   throw invalid_problem("unknown problem dimension '" + name + "'");
 }
 
-namespace {
 std::string split_key(const std::string& dim, std::size_t axis, std::size_t axes) {
   return axes > 1 && axis > 0 ? dim + "@" + std::to_string(axis) : dim;
 }
-}  // namespace
 
-std::vector<split> splits_of(const strategy& s, const run_case& c) {
+std::vector<split> splits_of(const kernel& s, const run_case& c) {
   const auto dims = s.mesh_dims(c);
   std::vector<split> out;
   for (const tensor_slot& t : tensors_of(c)) {
-    const layout l = placement_of(s, t, c);
+    const layout l = s.placement(t, c);
     if (l.size() != dims.size())
       throw invalid_problem(s.name() + ": layout of " + name_of(t, c) + " has " +
                             std::to_string(l.size()) + " placements for a mesh of " +
@@ -115,13 +117,9 @@ std::vector<split> splits_of(const strategy& s, const run_case& c) {
   return out;
 }
 
-block block_of(const strategy& s, const run_case& c, tensor t, std::span<const int> coords) {
-  return block_of(s, c, tensor_slot{t, 0}, coords);
-}
-
-block block_of(const strategy& s, const run_case& c, tensor_slot t, std::span<const int> coords) {
+block block_of(const kernel& s, const run_case& c, tensor_slot t, std::span<const int> coords) {
   const auto dims = s.mesh_dims(c);
-  const layout l = placement_of(s, t, c);
+  const layout l = s.placement(t, c);
   const auto names = dim_names(t, c.prob);
   block b{0, dim_length(c.prob, names.first), 0, dim_length(c.prob, names.second)};
   for (std::size_t a = 0; a < l.size(); ++a) {
@@ -150,18 +148,27 @@ std::vector<int> coords_of(int rank, const std::vector<int>& dims) {
   return out;
 }
 
-void complete_and_validate(const strategy& s, run_case& c) {
+void complete_and_validate(const kernel& s, run_case& c) {
   const std::string who = "case for " + s.name() + ": ";
   if (c.p < 1) throw invalid_problem(who + "p must be at least 1");
   c.prob.validate();
-  if (c.prob.layers() > s.max_layers())
+  const kernel_info& info = s.info();
+  if (!info.supports(c.prob.type))
+    throw invalid_problem(who + "dtype " + std::string(to_string(c.prob.type)) +
+                          " is not supported");
+  if (!info.supports(c.prob.layout))
+    throw invalid_problem(who + "layout " + std::string(to_string(c.prob.layout)) +
+                          " is not supported");
+  if (!info.supports(c.mode))
+    throw invalid_problem(who + "mode " + std::string(to_string(c.mode)) + " is not supported");
+  if (c.prob.layers() > info.max_layers)
     throw invalid_problem(who + "a stack of " + std::to_string(c.prob.layers()) +
-                          " layers (H=...), but the strategy runs at most " +
-                          std::to_string(s.max_layers()));
-  if (c.prob.layers() < s.min_layers())
+                          " layers (H=...), but the kernel runs at most " +
+                          std::to_string(info.max_layers));
+  if (c.prob.layers() < info.min_layers)
     throw invalid_problem(who + std::to_string(c.prob.layers()) +
-                          " layer(s), but the strategy needs a stack of at least " +
-                          std::to_string(s.min_layers()) + " (H=...)");
+                          " layer(s), but the kernel needs a stack of at least " +
+                          std::to_string(info.min_layers) + " (H=...)");
   if (c.mode == value_mode::exact && c.prob.layers() > 1) {
     const std::string why = ref::exact_stack_problem(
         {c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M, c.prob.type);
@@ -174,7 +181,7 @@ void complete_and_validate(const strategy& s, run_case& c) {
     throw invalid_problem(who + "exact mode needs M, N, K ≤ " + std::to_string(exact_limit) +
                           " in " + std::string(to_string(c.prob.type)) + " (sums stay exact)");
   int unfactored = c.p;  // p divided by the divides_p parameters so far
-  for (const param_spec& ps : s.params()) {
+  for (const param_spec& ps : info.params) {
     const auto it = c.params.try_emplace(ps.name, ps.fallback).first;
     if (it->second < ps.min || it->second > ps.max)
       throw invalid_problem(who + ps.name + "=" + std::to_string(it->second) + " is outside [" +
@@ -191,7 +198,7 @@ void complete_and_validate(const strategy& s, run_case& c) {
   }
   for (const auto& [key, value] : c.params) {
     bool declared = false;
-    for (const param_spec& ps : s.params()) declared = declared || ps.name == key;
+    for (const param_spec& ps : info.params) declared = declared || ps.name == key;
     if (!declared) throw invalid_problem(who + "unknown parameter '" + key + "'");
   }
   const auto dims = s.mesh_dims(c);
@@ -212,7 +219,7 @@ void complete_and_validate(const strategy& s, run_case& c) {
     if (!used) throw invalid_problem(who + "partition part." + key + " is not used");
   }
   for (const tensor_slot& t : tensors_of(c)) {
-    const layout l = placement_of(s, t, c);
+    const layout l = s.placement(t, c);
     for (std::size_t a = 0; a < l.size(); ++a)
       if (l[a].what == placement::kind::on && (l[a].dim < 0 || l[a].dim >= dims[a]))
         throw invalid_problem(who + name_of(t, c) + " is " + l[a].to_string() + " on mesh axis " +
@@ -220,7 +227,7 @@ void complete_and_validate(const strategy& s, run_case& c) {
                               " coordinates: no rank would hold it");
   }
   for (const tensor_slot& t : outputs_of(c))
-    for (const placement& pl : placement_of(s, t, c))
+    for (const placement& pl : s.placement(t, c))
       if (pl.what == placement::kind::partial)
         throw invalid_problem(who + name_of(t, c) +
                               " is left partial; outputs must be R or S");

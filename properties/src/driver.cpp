@@ -119,8 +119,9 @@ case_verdict driver::execute(const std::string& message) {
   try {
     par::run_case c = par::run_case::parse(line);
     dog_->arm(replay_command(program_, c, mask));
-    const par::strategy* s = find_(c.strategy);
-    if (s == nullptr) throw invalid_problem("unknown strategy '" + c.strategy + "'");
+    const subject* s = find_(c.strategy);
+    if (s == nullptr || s->k == nullptr)
+      throw invalid_problem("unknown strategy '" + c.strategy + "'");
     if (c.p > world_.size())
       throw invalid_problem("the case needs p=" + std::to_string(c.p) + " workers; only " +
                             std::to_string(world_.size()) + " ranks were launched");
@@ -134,6 +135,9 @@ case_verdict driver::execute(const std::string& message) {
   const MPI_Comm w = world_.native_handle();
   unsigned failed = mine.failed;
   par::check_mpi(MPI_Allreduce(&mine.failed, &failed, 1, MPI_UNSIGNED, MPI_BOR, w), "verdict");
+  unsigned not_claimed = mine.not_claimed;
+  par::check_mpi(MPI_Allreduce(&mine.not_claimed, &not_claimed, 1, MPI_UNSIGNED, MPI_BOR, w),
+                 "verdict");
   int first = mine.failed != 0 ? world_.rank() : world_.size();
   int lowest = first;
   par::check_mpi(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, w), "verdict");
@@ -142,6 +146,7 @@ case_verdict driver::execute(const std::string& message) {
   long long bytes[2] = {mine.peak_bytes, mine.bound_bytes}, bytes_all[2] = {0, 0};
   par::check_mpi(MPI_Allreduce(bytes, bytes_all, 2, MPI_LONG_LONG, MPI_MAX, w), "verdict");
   out.failed = failed;
+  out.not_claimed = not_claimed & ~failed;
   out.worst_error = worst_all[0];
   out.worst_memory = worst_all[1];
   out.peak_bytes = bytes_all[0];
@@ -191,23 +196,25 @@ void driver::serve() {
   }
 }
 
-strategy_report driver::check(const par::strategy& s, const suite_options& o) {
+strategy_report driver::check(const std::string& name, const subject& s,
+                              const suite_options& o) {
   using clock = std::chrono::steady_clock;
   strategy_report report;
-  report.name = s.name();
+  report.name = name;
   const auto start = clock::now();
   auto last_progress = start;
   int evaluated = 0;
   bool failing = false;
-  const auto gen = case_for(s, world_.size(), o.pins);
+  const auto gen = case_for(*s.k, world_.size(), o.pins);
   const auto property = [&] {
-    const par::run_case c = *gen;
+    par::run_case c = *gen;
+    c.strategy = name;
     const case_verdict v = run(c, o.mask);
     ++evaluated;
     if (!failing) ++report.cases;
     if (o.progress && clock::now() - last_progress > std::chrono::seconds(5)) {
       last_progress = clock::now();
-      std::fprintf(stderr, "  %s: %d/%d cases%s\n", s.name().c_str(), report.cases, o.cases,
+      std::fprintf(stderr, "  %s: %d/%d cases%s\n", name.c_str(), report.cases, o.cases,
                    failing ? " (shrinking a failure)" : "");
     }
     if (v.worst_memory >= report.worst_memory && v.failed == 0) {
@@ -216,6 +223,7 @@ strategy_report driver::check(const par::strategy& s, const suite_options& o) {
       report.bound_bytes = v.bound_bytes;
     }
     report.worst_error = std::max(report.worst_error, v.worst_error);
+    report.not_claimed |= v.not_claimed;
     if (v.failed != 0) {
       failing = true;
       report.failure = v;
@@ -228,8 +236,8 @@ strategy_report driver::check(const par::strategy& s, const suite_options& o) {
   params.seed = o.seed;
   params.maxSize = 100;
   rc::detail::TestMetadata meta;
-  meta.id = s.name();
-  meta.description = s.name();
+  meta.id = name;
+  meta.description = name;
   // A listener of our own: RapidCheck's default one would print its reproduce string, and the
   // replay line printed by shardcheck is the way to reproduce a case.
   struct quiet : rc::detail::TestListener {

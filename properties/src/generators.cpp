@@ -53,32 +53,44 @@ rc::Gen<std::int64_t> divisor_of(int p) {
   return rc::gen::elementOf(divisors);
 }
 
-rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p, const case_pins& pins) {
+namespace {
+// The kernel's modes other than m (m itself if it has no other).
+std::vector<value_mode> other_modes(const par::kernel_info& info, value_mode m) {
+  std::vector<value_mode> out;
+  for (value_mode v : info.modes)
+    if (v != m) out.push_back(v);
+  if (out.empty()) out.push_back(m);
+  return out;
+}
+}  // namespace
+
+rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins& pins) {
   // At full size from the first case: worker counts and shapes are drawn evenly over their whole
   // ranges (RapidCheck would otherwise start every run with tiny ranges); edge cases come from
   // the weighted choices and from shrinking.
   return rc::gen::resize(100, rc::gen::exec([&s, max_p, pins] {
+    const par::kernel_info& info = s.info();
     par::run_case c;
-    c.strategy = s.name();
+    c.strategy = info.name;
     // p is a multiple of the pinned mesh factors.
     int step = 1;
-    for (const par::param_spec& ps : s.params())
+    for (const par::param_spec& ps : info.params)
       if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
         step *= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
     if (!pins.p && step > max_p)
-      throw invalid_problem(s.name() + ": the pinned mesh factors need " + std::to_string(step) +
+      throw invalid_problem(info.name + ": the pinned mesh factors need " + std::to_string(step) +
                             " workers; only " + std::to_string(max_p) + " ranks were launched");
     c.p = pins.p ? *pins.p : step * *rc::gen::inRange(1, max_p / step + 1);
     c.prob.M = *dimension(c.p);
     c.prob.N = *dimension(c.p);
     c.prob.K = *dimension(c.p);
-    c.prob.type = *rc::gen::element(dtype::f64, dtype::f32);
-    c.prob.layout = *rc::gen::element(weight_layout::out_in, weight_layout::in_out);
-    c.mode = *rc::gen::element(value_mode::exact, value_mode::uniform, value_mode::wide,
-                               value_mode::cancel, value_mode::nonfinite);
+    // Only what the kernel supports.
+    c.prob.type = *rc::gen::elementOf(info.dtypes);
+    c.prob.layout = *rc::gen::elementOf(info.layouts);
+    c.mode = *rc::gen::elementOf(info.modes);
     // Hidden widths and the activation only for strategies that run stacks.
-    if (s.max_layers() > 1) {
-      const auto layers = *rc::gen::inRange(s.min_layers(), s.max_layers() + 1);
+    if (info.max_layers > 1) {
+      const auto layers = *rc::gen::inRange(info.min_layers, info.max_layers + 1);
       for (std::size_t l = 1; l < layers; ++l) c.prob.hidden.push_back(*dimension(c.p));
       if (layers > 1) c.prob.act = *rc::gen::element(activation::identity, activation::relu);
       // Exact mode in f32 can round a stack's wider sums: such shapes run in f64, and deep
@@ -87,8 +99,10 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p, const case_pi
         return ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
                                         c.prob.type);
       };
-      if (c.mode == value_mode::exact && !exact_problem().empty()) c.prob.type = dtype::f64;
-      if (c.mode == value_mode::exact && !exact_problem().empty()) c.mode = value_mode::uniform;
+      if (c.mode == value_mode::exact && !exact_problem().empty() && info.supports(dtype::f64))
+        c.prob.type = dtype::f64;
+      if (c.mode == value_mode::exact && !exact_problem().empty())
+        c.mode = *rc::gen::elementOf(other_modes(info, value_mode::exact));
     }
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
     c.backend = pins.backend ? *pins.backend
@@ -96,10 +110,10 @@ rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p, const case_pi
     // The mesh factors: pinned ones first set aside (p is a multiple of them), then the others
     // drawn in order from what is left, so that together they factorise p.
     int unfactored = c.p;
-    for (const par::param_spec& ps : s.params())
+    for (const par::param_spec& ps : info.params)
       if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
         unfactored /= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
-    for (const par::param_spec& ps : s.params()) {
+    for (const par::param_spec& ps : info.params) {
       if (const auto pin = pins.params.find(ps.name); pin != pins.params.end()) {
         c.params[ps.name] = pin->second;
       } else if (ps.divides_p) {

@@ -68,32 +68,21 @@ std::string properties_to_string(unsigned mask) {
 
 namespace {
 
-// The data of each input: X, W_1 (the single layer's W), W_2 (ref::tensor_id::w2), W_l for l ≥ 3
-// (ids 8 + l, past every named id), dY.
-std::uint32_t id_of(tensor_slot t) {
-  switch (t.t) {
-    case tensor::x: return static_cast<std::uint32_t>(ref::tensor_id::x);
-    case tensor::w:
-      if (t.layer == 0) return static_cast<std::uint32_t>(ref::tensor_id::w);
-      if (t.layer == 1) return static_cast<std::uint32_t>(ref::tensor_id::w2);
-      return static_cast<std::uint32_t>(8 + t.layer + 1);
-    default: return static_cast<std::uint32_t>(ref::tensor_id::dy);
-  }
-}
-
 template <class T>
 matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t row0, std::int64_t rows,
                    std::int64_t col0, std::int64_t cols) {
   matrix<T> m(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
-  ref::fill_block<T>(c.mode, c.seed, id_of(t), static_cast<std::uint64_t>(row0),
+  ref::fill_block<T>(c.mode, c.seed, par::data_id_of(t), static_cast<std::uint64_t>(row0),
                      static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(col0),
                      static_cast<std::uint64_t>(cols), m.data.data());
   return m;
 }
 
-any_matrix generate_block(const par::run_case& c, tensor_slot t, const block& b) {
-  if (c.prob.type == dtype::f32) return generate<float>(c, t, b.row0, b.rows, b.col0, b.cols);
-  return generate<double>(c, t, b.row0, b.rows, b.col0, b.cols);
+any_matrix generate_block(const par::run_case& c, const par::tensor_plan& t) {
+  const block& b = t.region;
+  if (c.prob.type == dtype::f32)
+    return generate<float>(c, t.slot, b.row0, b.rows, b.col0, b.cols);
+  return generate<double>(c, t.slot, b.row0, b.rows, b.col0, b.cols);
 }
 
 struct expectation {
@@ -152,7 +141,7 @@ expectation expect(const par::run_case& c, tensor t, const block& b) {
 // and rank, whatever the number of layers.
 template <class T>
 ref::stack_expectation<T> expect_whole_stack(const par::run_case& c,
-                                             const par::cost_estimate& cost) {
+                                             std::span<const par::chain_lengths> layer_chains) {
   const auto& p = c.prob;
   const ref::stack_shape shape{p.layout, p.widths(), p.act};
   const auto x = generate<T>(c, {tensor::x, 0}, 0, p.M, 0, p.K);
@@ -167,7 +156,7 @@ ref::stack_expectation<T> expect_whole_stack(const par::run_case& c,
   }
   for (const auto& w : ws) w_ptrs.push_back(w.data.data());
   ref::stack_chains chains;
-  for (const par::chain_lengths& l : cost.layer_chains) {
+  for (const par::chain_lengths& l : layer_chains) {
     chains.h.push_back(l.y);
     chains.da.push_back(l.dx);
     chains.dw.push_back(l.dw);
@@ -189,8 +178,7 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
   const std::vector<double>& bound = t.t == tensor::y    ? all.y_bound
                                      : t.t == tensor::dx ? all.dx_bound
                                                          : all.dw_bound[t.layer];
-  const auto full_cols =
-      static_cast<std::size_t>(par::dim_length(p, par::dim_names(t, p).second));
+  const auto full_cols = static_cast<std::size_t>(par::dim_length(p, par::dim_names(t, p).second));
   const auto br = static_cast<std::size_t>(b.rows), bc = static_cast<std::size_t>(b.cols);
   expectation e;
   e.value = par::make_matrix<T>(br, bc);
@@ -210,15 +198,16 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
 struct stack_reference {
   std::variant<std::monostate, ref::stack_expectation<float>, ref::stack_expectation<double>> all;
   template <class T>
-  const ref::stack_expectation<T>& get(const par::run_case& c, const par::cost_estimate& cost) {
+  const ref::stack_expectation<T>& get(const par::run_case& c,
+                                       std::span<const par::chain_lengths> chains) {
     if (!std::holds_alternative<ref::stack_expectation<T>>(all))
-      all = expect_whole_stack<T>(c, cost);
+      all = expect_whole_stack<T>(c, chains);
     return std::get<ref::stack_expectation<T>>(all);
   }
 };
 
-std::int64_t chain_of(const par::cost_estimate& cost, tensor t) {
-  return t == tensor::y ? cost.chains.y : t == tensor::dx ? cost.chains.dx : cost.chains.dw;
+std::int64_t chain_of(const par::chain_lengths& l, tensor t) {
+  return t == tensor::y ? l.y : t == tensor::dx ? l.dx : l.dw;
 }
 
 std::string where(const std::string& t, const block& b, int rank,
@@ -235,30 +224,37 @@ std::string where(const std::string& t, const block& b, int rank,
   return os.str();
 }
 
+// The chains of case c's layers, or zeros when the kernel claims none (then only exact mode, which
+// is bitwise and needs no chain, is judged).
+std::vector<par::chain_lengths> chains_or_zero(const par::claims& cl, const par::run_case& c) {
+  if (cl.chains) return *cl.chains;
+  return std::vector<par::chain_lengths>(c.prob.layers());
+}
+
 // Judges output t on this rank; returns an empty string when it passes. Updates worst_error.
 template <class T>
-std::string judge(const par::run_case& c, tensor_slot t, const block& b, const any_matrix& got_any,
-                  const par::cost_estimate& cost, stack_reference& whole, int rank,
+std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_matrix& got_any,
+                  std::span<const par::chain_lengths> chains, stack_reference& whole, int rank,
                   const std::vector<int>& coords, double& worst_error) {
   const auto& got = std::get<matrix<T>>(got_any);
-  const std::string name = par::name_of(t, c);
+  const block& b = t.region;
   if (static_cast<std::int64_t>(got.rows) != b.rows ||
       static_cast<std::int64_t>(got.cols) != b.cols) {
     std::ostringstream os;
-    os << name << " on rank " << rank << " is " << got.rows << "×" << got.cols
+    os << t.name << " on rank " << rank << " is " << got.rows << "×" << got.cols
        << ", its placement says " << b.rows << "×" << b.cols;
     return os.str();
   }
   if (b.rows == 0 || b.cols == 0) return {};  // nothing here (e.g. another stage's tensor)
   const bool stack = c.prob.layers() > 1;
-  const expectation e =
-      stack ? expect_stack<T>(c, t, b, whole.get<T>(c, cost)) : expect<T>(c, t.t, b);
+  const expectation e = stack ? expect_stack<T>(c, t.slot, b, whole.get<T>(c, chains))
+                              : expect<T>(c, t.slot.t, b);
   const auto& want = std::get<matrix<T>>(e.value);
   const auto rows = got.rows, cols = got.cols;
   ref::compare_options opt;
   opt.bitwise = c.mode == value_mode::exact;
   opt.mag_is_bound = stack;
-  opt.k_par = stack ? 0 : chain_of(cost, t.t);
+  opt.k_par = stack ? 0 : chain_of(chains.front(), t.slot.t);
   opt.k_ref = e.k_ref;
   opt.k_mag = e.k_ref;
   const double u = ref::unit_roundoff(c.prob.type);
@@ -273,12 +269,13 @@ std::string judge(const par::run_case& c, tensor_slot t, const block& b, const a
   if (!bad) return {};
   std::ostringstream os;
   os.precision(17);
-  os << where(name, b, rank, coords, bad->row, bad->col) << ": got " << bad->got
+  os << where(t.name, b, rank, coords, bad->row, bad->col) << ": got " << bad->got
      << ", expected " << bad->expected;
   if (opt.bitwise) os << " (exact mode: bitwise equality required)";
   else if (stack) os << ", stack bound " << bad->bound << ", error = " << bad->ratio << "·bound";
-  else os << ", bound " << bad->bound << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref
-          << "), error = " << bad->ratio << "·u·mag";
+  else
+    os << ", bound " << bad->bound << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref
+       << "), error = " << bad->ratio << "·u·mag";
   if (!bad->reason.empty()) os << " [" << bad->reason << "]";
   return os.str();
 }
@@ -294,25 +291,25 @@ struct run_result {
 };
 
 // Runs forward and backward once, measuring each phase's peak. The ledger is sized for what the
-// cost model predicts before the measured scopes open, so recording allocates nothing in them.
-run_result run_once(const par::strategy& s, const par::run_case& c, par::mesh& grid,
-                    const rank_inputs& in, const par::cost_estimate& cost) {
+// kernel claims before the measured scopes open, so recording allocates nothing in them.
+run_result run_once(const par::kernel& k, const par::run_case& c, par::mesh& grid,
+                    const rank_inputs& in, const par::claims& cl) {
   run_result r;
   r.dws.resize(in.ws.size());
   par::ledger log;
-  log.reserve(cost.forward.size() + cost.backward.size());
+  if (cl.collectives) log.reserve(cl.collectives->forward.size() + cl.collectives->backward.size());
   grid.attach(&log, true);
-  par::context ctx{grid, log};
+  par::context ctx{grid};
   log.set_phase(par::phase::forward);
   {
     mem::peak_scope scope;
-    s.forward_layers(ctx, c, in.x, in.ws, r.y);
+    k.forward(ctx, c, par::forward_io{in.x, in.ws, r.y});
     r.peak_forward = static_cast<std::int64_t>(scope.peak());
   }
   log.set_phase(par::phase::backward);
   {
     mem::peak_scope scope;
-    s.backward_layers(ctx, c, in.x, in.ws, in.dy, r.dx, r.dws);
+    k.backward(ctx, c, par::backward_io{in.x, in.ws, in.dy, r.dx, r.dws});
     r.peak_backward = static_cast<std::int64_t>(scope.peak());
   }
   grid.attach(nullptr, false);
@@ -321,10 +318,10 @@ run_result run_once(const par::strategy& s, const par::run_case& c, par::mesh& g
 }
 
 std::string compare_ledger(const std::vector<par::ledger_entry>& got,
-                           const par::cost_estimate& cost, int rank) {
+                           const par::claims::collective_claim& claim, int rank) {
   std::vector<par::ledger_entry> want;
-  for (auto [when, list] : {std::pair{par::phase::forward, &cost.forward},
-                            std::pair{par::phase::backward, &cost.backward}})
+  for (auto [when, list] : {std::pair{par::phase::forward, &claim.forward},
+                            std::pair{par::phase::backward, &claim.backward}})
     for (par::ledger_entry e : *list) {
       e.when = when;
       want.push_back(e);
@@ -370,151 +367,203 @@ std::int64_t first_difference(const any_matrix& a, const any_matrix& b) {
       a);
 }
 
+// One case on one rank: what every property reads, and the verdict they write.
+struct case_run {
+  const subject& s;
+  const par::run_case& c;
+  unsigned mask;
+  int rank = 0;
+  verdict v;
+
+  [[nodiscard]] bool on(property p) const { return (mask & static_cast<unsigned>(p)) != 0; }
+  void fail(property p, const std::string& msg) {
+    const auto bit = static_cast<unsigned>(p);
+    if ((v.failed & bit) != 0) return;
+    v.failed |= bit;
+    if (v.message.empty()) v.message = std::string(to_string(p)) + ": " + msg;
+  }
+  void not_claimed(property p) { v.not_claimed |= static_cast<unsigned>(p); }
+};
+
+// forward, backward: every output block of this rank against the reference.
+void check_outputs(case_run& run, const par::case_plan& plan, const par::claims& cl,
+                   const run_result& got) {
+  const par::run_case& c = run.c;
+  const bool judgeable = cl.chains.has_value() || c.mode == value_mode::exact;
+  const std::vector<par::chain_lengths> chains = chains_or_zero(cl, c);
+  stack_reference whole;
+  for (const tensor_slot& t : plan.outputs) {
+    const property p = t.t == tensor::y ? property::forward : property::backward;
+    if (!run.on(p)) continue;
+    if (!judgeable) {
+      run.not_claimed(p);
+      continue;
+    }
+    const par::tensor_plan& tp = plan[t];
+    const std::string bad =
+        c.prob.type == dtype::f32
+            ? judge<float>(c, tp, got.out(t), chains, whole, run.rank, plan.coords,
+                           run.v.worst_error)
+            : judge<double>(c, tp, got.out(t), chains, whole, run.rank, plan.coords,
+                            run.v.worst_error);
+    if (!bad.empty()) run.fail(p, bad);
+  }
+}
+
+// ledger: the recorded collectives and messages equal the claimed ones, entry for entry.
+void check_ledger(case_run& run, const par::claims& cl, const run_result& got) {
+  if (!run.on(property::ledger)) return;
+  if (!cl.collectives) return run.not_claimed(property::ledger);
+  const std::string bad = compare_ledger(got.log, *cl.collectives, run.rank);
+  if (!bad.empty()) run.fail(property::ledger, bad);
+}
+
+// memory: each phase's measured peak within the claimed bound; a memory-monotone parameter (e.g. a
+// bucket size) set smaller, drawn from the case's seed so that a replay repeats it, never peaks
+// higher.
+void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan,
+                  const par::claims& cl, const run_result& first) {
+  if (!run.on(property::memory)) return;
+  if (!cl.peak) return run.not_claimed(property::memory);
+  const par::kernel& k = *run.s.k;
+  const par::run_case& c = run.c;
+  const std::pair<std::int64_t, std::int64_t> phases[] = {
+      {first.peak_forward, cl.peak->forward}, {first.peak_backward, cl.peak->backward}};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto [peak, bound] = phases[i];
+    const double ratio = bound > 0 ? static_cast<double>(peak) / static_cast<double>(bound)
+                                   : (peak > 0 ? INFINITY : 0.0);
+    if (ratio >= run.v.worst_memory) {
+      run.v.worst_memory = ratio;
+      run.v.peak_bytes = peak;
+      run.v.bound_bytes = bound;
+    }
+    if (peak > bound)
+      run.fail(property::memory, std::string(i == 0 ? "forward" : "backward") + " on rank " +
+                                     std::to_string(run.rank) + " allocated a peak of " +
+                                     std::to_string(peak) + " bytes; the cost model's bound is " +
+                                     std::to_string(bound) + " bytes");
+  }
+  for (const par::param_spec& ps : k.info().params) {
+    const std::int64_t value = c.param(ps.name);
+    if (!ps.memory_monotone || value <= ps.min) continue;
+    par::run_case smaller = c;
+    smaller.params[ps.name] =
+        ps.min + static_cast<std::int64_t>(c.seed % static_cast<std::uint64_t>(value - ps.min));
+    par::complete_and_validate(k, smaller);
+    const par::case_plan small_plan = par::plan_of(k, smaller, plan.coords);
+    const run_result other = run_once(k, smaller, grid, inputs_of(small_plan, smaller),
+                                      k.cost(smaller, plan.coords));
+    const std::int64_t peaks[2][2] = {{first.peak_forward, other.peak_forward},
+                                      {first.peak_backward, other.peak_backward}};
+    for (std::size_t i = 0; i < 2; ++i)
+      if (peaks[i][1] > peaks[i][0])
+        run.fail(property::memory,
+                 std::string(i == 0 ? "forward" : "backward") + " on rank " +
+                     std::to_string(run.rank) + " peaks at " + std::to_string(peaks[i][1]) +
+                     " bytes with " + ps.name + "=" + std::to_string(smaller.param(ps.name)) +
+                     ", above its " + std::to_string(peaks[i][0]) + " bytes with " + ps.name +
+                     "=" + std::to_string(value) + " (a smaller " + ps.name +
+                     " must never raise the peak)");
+  }
+}
+
+// determinism: a second run of the same case gives the same bits.
+void check_determinism(case_run& run, par::mesh& grid, const par::case_plan& plan,
+                       const rank_inputs& in, const par::claims& cl, const run_result& first) {
+  if (!run.on(property::determinism)) return;
+  const run_result second = run_once(*run.s.k, run.c, grid, in, cl);
+  for (const tensor_slot& t : plan.outputs) {
+    const std::int64_t at = first_difference(first.out(t), second.out(t));
+    if (at < 0) continue;
+    const auto cols =
+        static_cast<std::int64_t>(std::max<std::size_t>(par::cols_of(first.out(t)), 1));
+    run.fail(property::determinism, plan[t].name + " on rank " + std::to_string(run.rank) +
+                                        " differs between two runs of the same case at local (" +
+                                        std::to_string(at / cols) + ", " +
+                                        std::to_string(at % cols) + ")");
+    return;
+  }
+}
+
+// What a rank tells the others of each output for the replica check: a flag (it ran), the block,
+// and the hash of its bits.
+constexpr std::size_t replica_fields = 5;
+void describe_outputs(const par::case_plan& plan, const run_result& got,
+                      std::vector<std::uint64_t>& mine) {
+  for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
+    const block& b = plan[plan.outputs[i]].region;
+    const std::uint64_t desc[replica_fields] = {
+        1, static_cast<std::uint64_t>(b.row0), static_cast<std::uint64_t>(b.rows),
+        static_cast<std::uint64_t>(b.col0) << 32 | static_cast<std::uint64_t>(b.cols),
+        hash_bits(got.out(plan.outputs[i]))};
+    std::copy(desc, desc + replica_fields,
+              mine.begin() + static_cast<std::ptrdiff_t>(i * replica_fields));
+  }
+}
+
+// replicas: ranks holding the same block of an output hold the same bits. Every rank takes part,
+// even after a failure. \note collective over case_comm.
+void check_replicas(case_run& run, par::comm& case_comm, const std::vector<tensor_slot>& outputs,
+                    const std::vector<std::uint64_t>& mine) {
+  if (!run.on(property::replicas)) return;
+  std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(case_comm.size()));
+  par::check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T,
+                               all.data(), static_cast<int>(mine.size()), MPI_UINT64_T,
+                               case_comm.native_handle()),
+                 "replica exchange");
+  for (int q = 0; q < case_comm.size(); ++q) {
+    if (q == run.rank) continue;
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const std::uint64_t* a = mine.data() + i * replica_fields;
+      const std::uint64_t* b =
+          all.data() + (static_cast<std::size_t>(q) * outputs.size() + i) * replica_fields;
+      if (a[0] == 0 || b[0] == 0) continue;  // a rank that failed to run holds nothing
+      if (std::equal(a, a + 4, b) && a[4] != b[4])
+        return run.fail(property::replicas, par::name_of(outputs[i], run.c) + " rows " +
+                                                std::to_string(a[1]) + "+" + std::to_string(a[2]) +
+                                                " is replicated on ranks " +
+                                                std::to_string(run.rank) + " and " +
+                                                std::to_string(q) + " with different bits");
+    }
+  }
+}
+
 }  // namespace
 
-rank_inputs inputs_of(const par::strategy& s, const par::run_case& c,
-                      std::span<const int> coords) {
+rank_inputs inputs_of(const par::case_plan& plan, const par::run_case& c) {
   rank_inputs in;
-  for (const tensor_slot& t : par::tensors_of(c)) {
-    if (t.t != tensor::x && t.t != tensor::w && t.t != tensor::dy) continue;
-    any_matrix m = generate_block(c, t, par::block_of(s, c, t, coords));
-    if (t.t == tensor::x) in.x = std::move(m);
-    else if (t.t == tensor::dy) in.dy = std::move(m);
+  for (const par::tensor_plan& t : plan.tensors) {
+    if (!t.is_input()) continue;
+    any_matrix m = generate_block(c, t);
+    if (t.slot.t == tensor::x) in.x = std::move(m);
+    else if (t.slot.t == tensor::dy) in.dy = std::move(m);
     else in.ws.push_back(std::move(m));
   }
   return in;
 }
 
-verdict run_on_rank(const par::strategy& s, const par::run_case& c, par::comm& case_comm,
+verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_comm,
                     unsigned mask) {
-  verdict v;
-  const int rank = case_comm.rank();
-  auto fail = [&](property p, const std::string& msg) {
-    const auto bit = static_cast<unsigned>(p);
-    if ((v.failed & bit) != 0) return;
-    v.failed |= bit;
-    if (v.message.empty()) v.message = std::string(to_string(p)) + ": " + msg;
-  };
-  auto on = [&](property p) { return (mask & static_cast<unsigned>(p)) != 0; };
-
-  // Replica agreement needs every rank's hashes; every rank takes part even after a failure.
-  constexpr std::size_t fields = 5;
+  case_run run{s, c, mask, case_comm.rank(), {}};
   const std::vector<tensor_slot> outputs = par::outputs_of(c);
-  std::vector<std::uint64_t> mine(outputs.size() * fields, 0);
+  std::vector<std::uint64_t> mine(outputs.size() * replica_fields, 0);
   try {
-    par::mesh grid(case_comm, s.mesh_dims(c));
-    grid.set_backend(c.backend);
-    const std::vector<int> coords = grid.coords();
-    const par::cost_estimate cost = s.cost(c, coords);
-    const rank_inputs in = inputs_of(s, c, coords);
-
-    const run_result first = run_once(s, c, grid, in, cost);
-    stack_reference whole;
-    for (const tensor_slot& t : outputs) {
-      const property p = t.t == tensor::y ? property::forward : property::backward;
-      if (!on(p)) continue;
-      const block b = par::block_of(s, c, t, coords);
-      const std::string bad =
-          c.prob.type == dtype::f32
-              ? judge<float>(c, t, b, first.out(t), cost, whole, rank, coords, v.worst_error)
-              : judge<double>(c, t, b, first.out(t), cost, whole, rank, coords, v.worst_error);
-      if (!bad.empty()) fail(p, bad);
-    }
-    if (on(property::ledger)) {
-      const std::string bad = compare_ledger(first.log, cost, rank);
-      if (!bad.empty()) fail(property::ledger, bad);
-    }
-    if (on(property::memory)) {
-      const std::pair<std::int64_t, std::int64_t> phases[] = {
-          {first.peak_forward, cost.peak_forward}, {first.peak_backward, cost.peak_backward}};
-      for (std::size_t i = 0; i < 2; ++i) {
-        const auto [peak, bound] = phases[i];
-        const double ratio = bound > 0 ? static_cast<double>(peak) / static_cast<double>(bound)
-                                       : (peak > 0 ? INFINITY : 0.0);
-        if (ratio >= v.worst_memory) {
-          v.worst_memory = ratio;
-          v.peak_bytes = peak;
-          v.bound_bytes = bound;
-        }
-        if (peak > bound)
-          fail(property::memory, std::string(i == 0 ? "forward" : "backward") + " on rank " +
-                                     std::to_string(rank) + " allocated a peak of " +
-                                     std::to_string(peak) + " bytes; the cost model's bound is " +
-                                     std::to_string(bound) + " bytes");
-      }
-      // A memory-monotone parameter (e.g. a bucket size): the same case with a smaller value,
-      // drawn from the case's seed so that a replay repeats it, must not peak higher.
-      for (const par::param_spec& ps : s.params()) {
-        const std::int64_t value = c.param(ps.name);
-        if (!ps.memory_monotone || value <= ps.min) continue;
-        par::run_case smaller = c;
-        smaller.params[ps.name] =
-            ps.min + static_cast<std::int64_t>(c.seed % static_cast<std::uint64_t>(value - ps.min));
-        par::complete_and_validate(s, smaller);
-        const run_result other = run_once(s, smaller, grid, inputs_of(s, smaller, coords),
-                                          s.cost(smaller, coords));
-        const std::int64_t peaks[2][2] = {{first.peak_forward, other.peak_forward},
-                                          {first.peak_backward, other.peak_backward}};
-        for (std::size_t i = 0; i < 2; ++i)
-          if (peaks[i][1] > peaks[i][0])
-            fail(property::memory,
-                 std::string(i == 0 ? "forward" : "backward") + " on rank " +
-                     std::to_string(rank) + " peaks at " + std::to_string(peaks[i][1]) +
-                     " bytes with " + ps.name + "=" + std::to_string(smaller.param(ps.name)) +
-                     ", above its " + std::to_string(peaks[i][0]) + " bytes with " + ps.name +
-                     "=" + std::to_string(value) + " (a smaller " + ps.name +
-                     " must never raise the peak)");
-      }
-    }
-    if (on(property::determinism)) {
-      const run_result second = run_once(s, c, grid, in, cost);
-      for (const tensor_slot& t : outputs) {
-        const std::int64_t at = first_difference(first.out(t), second.out(t));
-        if (at < 0) continue;
-        const auto cols = static_cast<std::int64_t>(std::max<std::size_t>(par::cols_of(first.out(t)), 1));
-        fail(property::determinism,
-             par::name_of(t, c) + " on rank " + std::to_string(rank) +
-                 " differs between two runs of the same case at local (" +
-                 std::to_string(at / cols) + ", " + std::to_string(at % cols) + ")");
-        break;
-      }
-    }
-    for (std::size_t i = 0; i < outputs.size(); ++i) {
-      const block b = par::block_of(s, c, outputs[i], coords);
-      const std::uint64_t desc[fields] = {1, static_cast<std::uint64_t>(b.row0),
-                                          static_cast<std::uint64_t>(b.rows),
-                                          static_cast<std::uint64_t>(b.col0) << 32 |
-                                              static_cast<std::uint64_t>(b.cols),
-                                          hash_bits(first.out(outputs[i]))};
-      std::copy(desc, desc + fields, mine.begin() + static_cast<std::ptrdiff_t>(i * fields));
-    }
+    par::mesh grid(case_comm, s.k->mesh_dims(c), par::stack_options{c.backend, s.wrap});
+    const par::case_plan plan = par::plan_of(*s.k, c, grid.coords());
+    const par::claims cl = s.k->cost(c, plan.coords);
+    const rank_inputs in = inputs_of(plan, c);
+    const run_result first = run_once(*s.k, c, grid, in, cl);
+    check_outputs(run, plan, cl, first);
+    check_ledger(run, cl, first);
+    check_memory(run, grid, plan, cl, first);
+    check_determinism(run, grid, plan, in, cl, first);
+    describe_outputs(plan, first, mine);
   } catch (const std::exception& e) {
-    fail(property::runs, e.what());
+    run.fail(property::runs, e.what());
   }
-
-  if (on(property::replicas)) {
-    std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(case_comm.size()));
-    par::check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T,
-                                 all.data(), static_cast<int>(mine.size()), MPI_UINT64_T,
-                                 case_comm.native_handle()),
-                   "replica exchange");
-    for (int q = 0; q < case_comm.size() && (v.failed & static_cast<unsigned>(property::replicas)) == 0; ++q) {
-      if (q == rank) continue;
-      for (std::size_t i = 0; i < outputs.size(); ++i) {
-        const std::uint64_t* a = mine.data() + i * fields;
-        const std::uint64_t* b = all.data() + (static_cast<std::size_t>(q) * outputs.size() + i) * fields;
-        if (a[0] == 0 || b[0] == 0) continue;  // a rank that failed to run holds nothing
-        if (std::equal(a, a + 4, b) && a[4] != b[4]) {
-          fail(property::replicas, par::name_of(outputs[i], c) + " rows " +
-                                       std::to_string(a[1]) + "+" + std::to_string(a[2]) +
-                                       " is replicated on ranks " + std::to_string(rank) +
-                                       " and " + std::to_string(q) + " with different bits");
-          break;
-        }
-      }
-    }
-  }
-  return v;
+  check_replicas(run, case_comm, outputs, mine);
+  return run.v;
 }
 
 }  // namespace shardcheck::prop

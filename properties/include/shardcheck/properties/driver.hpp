@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "shardcheck/parallel/mpi.hpp"
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 #include "shardcheck/properties/generators.hpp"
 #include "shardcheck/properties/harness.hpp"
 
@@ -30,6 +30,7 @@ struct suite_options {
 // The verdict of one case over all ranks.
 struct case_verdict {
   unsigned failed = 0;
+  unsigned not_claimed = 0;  // properties no rank could judge for want of a claim
   std::string message;  // from the lowest failing rank
   double worst_error = 0, worst_memory = 0;
   std::int64_t peak_bytes = 0, bound_bytes = 0;
@@ -39,6 +40,8 @@ struct strategy_report {
   std::string name;
   int cases = 0;  // cases run, shrinking steps excluded
   bool passed = true;
+  // Properties not claimed on every case run (so never judged): reported `not claimed`.
+  unsigned not_claimed = 0;
   double seconds = 0;
   case_verdict failure;  // of the smallest failing case
   std::string replay;    // its replay line (the case only)
@@ -48,7 +51,8 @@ struct strategy_report {
 
 class driver {
  public:
-  using lookup = std::function<const par::strategy*(std::string_view)>;
+  // Finds what a case line's `strategy=` names: a kernel or a mutant; nullptr if unknown.
+  using lookup = std::function<const subject*(std::string_view)>;
   // \note collective over world: builds a sub-communicator for every worker count.
   // `program` is how replay lines name this executable.
   driver(par::comm& world, lookup find, double case_timeout_seconds, std::string program);
@@ -61,8 +65,9 @@ class driver {
 
   // Leader only: runs one case on every rank and returns the reduced verdict.
   case_verdict run(const par::run_case& c, unsigned mask);
-  // Leader only: RapidCheck over generated cases for strategy s.
-  strategy_report check(const par::strategy& s, const suite_options& o);
+  // Leader only: RapidCheck over generated cases for `name` (a kernel or a mutant, found through
+  // the lookup), drawn from what s.k supports.
+  strategy_report check(const std::string& name, const subject& s, const suite_options& o);
   // Leader only: ends the followers' serve().
   void stop();
   // Followers: run what the leader sends until STOP.

@@ -7,7 +7,7 @@
 #include <map>
 #include <optional>
 
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::prop {
 
@@ -26,7 +26,7 @@ struct case_pins {
 };
 // A complete, validated case for strategy s with 1 ≤ p ≤ max_p, the rest drawn except what
 // `pins` fixes; a pinned parameter the strategy does not have is left out.
-[[nodiscard]] rc::Gen<par::run_case> case_for(const par::strategy& s, int max_p,
+[[nodiscard]] rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p,
                                               const case_pins& pins = {});
 
 }  // namespace shardcheck::prop
