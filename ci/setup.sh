@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages shardcheck needs, only those that are missing. Run as root.
 set -euo pipefail
 packages=(g++ cmake make pkg-config libopenmpi-dev openmpi-bin libopenblas-dev librapidcheck-dev
-          libgtest-dev libbenchmark-dev libscalapack-openmpi-dev libcli11-dev nlohmann-json3-dev)
+          libgtest-dev libbenchmark-dev libscalapack-openmpi-dev libcli11-dev nlohmann-json3-dev
+          clang-format git)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
