@@ -10,27 +10,21 @@
 // Example: p = 3, M = 7, part.M = 3,2,2: rank 0 holds rows 0–2, rank 1 rows 3–4, rank 2 rows 5–6;
 // the all-gather counts are 3N, 2N, 2N. part.M = 3,0,4 leaves rank 1 without rows: it still takes
 // part in both collectives, with a zero count and a zero dW partial.
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
-class data_parallel : public strategy_base<data_parallel> {
+class data_parallel final : public kernel {
  public:
-  // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-  enum class defect { none, drop_last_shard, reversed_order, no_dw_all_reduce, float_compute,
-                      copies_w, rank0_skips_gather, rank0_waits_forever, extra_barrier,
-                      order_alternates, rank_order_sum };
-
-  explicit data_parallel(defect d = defect::none, std::string name = "data_parallel")
-      : defect_(d), name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  SHARDCHECK_DECLARE_STRATEGY_MEMBERS;
+  data_parallel();
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
  private:
-  defect defect_;
-  std::string name_;
-  mutable std::uint64_t calls_ = 0;  // only the order_alternates defect reads it
+  kernel_info info_;
 };
 
 }  // namespace shardcheck::par
