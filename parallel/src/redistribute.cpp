@@ -97,12 +97,13 @@ redistribution_cost redistribution_cost_of(const global_shape& g, placement from
 
 template <class T>
 matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, placement from,
-                       placement to, redistribute_defect defect) {
+                       placement to) {
   check_pair(from, to);
   const int me = world.rank(), p = world.size();
   const auto m = static_cast<std::size_t>(g.rows), n = static_cast<std::size_t>(g.cols);
   const auto [in_rows, in_cols] = local_extent(g, from, me);
-  if (static_cast<std::int64_t>(in.rows) != in_rows || static_cast<std::int64_t>(in.cols) != in_cols)
+  if (static_cast<std::int64_t>(in.rows) != in_rows ||
+      static_cast<std::int64_t>(in.cols) != in_cols)
     throw invalid_problem("redistribute: a " + std::to_string(in.rows) + "×" +
                           std::to_string(in.cols) + " shard for " + from.to_string() + " of " +
                           std::to_string(m) + "×" + std::to_string(n) + " on rank " +
@@ -139,7 +140,8 @@ matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, 
       const partition& cols = *g.col_parts;
       mem::tracked_vector<T> packed(m * n);
       std::copy(in.data.begin(), in.data.end(),
-                packed.begin() + static_cast<std::ptrdiff_t>(m * static_cast<std::size_t>(cols.offset(me))));
+                packed.begin() +
+                    static_cast<std::ptrdiff_t>(m * static_cast<std::size_t>(cols.offset(me))));
       world.all_gather<T>(std::span<T>(packed.data(), packed.size()), cols,
                           static_cast<std::int64_t>(m));
       for (int q = 0; q < p; ++q) {
@@ -184,7 +186,8 @@ matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, 
     for (int q = 0; q < p; ++q) {
       const auto cq = static_cast<std::size_t>(cols.size(q)),
                  off = static_cast<std::size_t>(cols.offset(q));
-      for (std::size_t i = 0; i < rme; ++i, at += cq) std::copy_n(in.row(i) + off, cq, packed.data() + at);
+      for (std::size_t i = 0; i < rme; ++i, at += cq)
+        std::copy_n(in.row(i) + off, cq, packed.data() + at);
     }
     matrix<T> out(m, static_cast<std::size_t>(cols.size(me)));
     world.all_to_all<T>(std::span<const T>(packed.data(), packed.size()), send, out.span(), recv);
@@ -194,20 +197,18 @@ matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, 
   all_to_all_counts(rows, cols, me, recv, send);
   world.all_to_all<T>(in.span(), send, std::span<T>(packed.data(), packed.size()), recv);
   matrix<T> out(rme, n);
-  const bool flipped = defect == redistribute_defect::rows_reversed_in_all_to_all;
   for (int q = 0; q < p; ++q) {
     const auto cq = static_cast<std::size_t>(cols.size(q)),
                off = static_cast<std::size_t>(cols.offset(q));
     for (std::size_t r = 0; r < rme; ++r)
-      std::copy_n(packed.data() + rme * off + (flipped ? rme - 1 - r : r) * cq, cq,
-                  out.row(r) + off);
+      std::copy_n(packed.data() + rme * off + r * cq, cq, out.row(r) + off);
   }
   return out;
 }
 
 template matrix<float> redistribute<float>(comm&, const matrix<float>&, const global_shape&,
-                                           placement, placement, redistribute_defect);
+                                           placement, placement);
 template matrix<double> redistribute<double>(comm&, const matrix<double>&, const global_shape&,
-                                             placement, placement, redistribute_defect);
+                                             placement, placement);
 
 }  // namespace shardcheck::par

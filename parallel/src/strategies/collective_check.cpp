@@ -28,27 +28,22 @@ a2a_counts counts_of(const run_case& c, int r) {
 }
 }  // namespace
 
-collective_check::collective_check(collective kind, std::string name)
-    : kind_(kind),
-      name_(name.empty() ? "collective." + std::string(to_string(kind)) : std::move(name)) {
+collective_check::collective_check(collective kind) : kind_(kind) {
   if (kind != collective::broadcast && kind != collective::all_to_all)
     throw invalid_problem("collective_check: only broadcast and all_to_all");
+  info_.name = "collective." + std::string(to_string(kind));
+  if (is_broadcast()) {
+    info_.summary = "pseudo-strategy: the root computes Y, dX, dW and broadcasts them";
+    info_.params = {{"root", 0, 3, 0, "broadcast root (mod p)"}};
+  } else {
+    info_.summary =
+        "pseudo-strategy: Y computed by rows, all-to-all'd to columns; dW all-reduced";
+  }
 }
 
-std::string collective_check::summary() const {
-  return is_broadcast() ? "pseudo-strategy: the root computes Y, dX, dW and broadcasts them"
-                        : "pseudo-strategy: Y computed by rows, all-to-all'd to columns; dW "
-                          "all-reduced";
-}
-
-std::vector<param_spec> collective_check::params() const {
-  if (!is_broadcast()) return {};
-  return {{"root", 0, 3, 0, "broadcast root (mod p)"}};
-}
-
-layout collective_check::placement_of(tensor t, const run_case&) const {
+layout collective_check::placement(tensor_slot t, const run_case& /*c*/) const {
   if (is_broadcast()) return {placement::R()};
-  switch (t) {
+  switch (t.t) {
     case tensor::x:
     case tensor::dx: return {placement::S(0)};
     case tensor::y: return {placement::S(1)};
@@ -56,98 +51,99 @@ layout collective_check::placement_of(tensor t, const run_case&) const {
   }
 }
 
-cost_estimate collective_check::cost(const run_case& c, std::span<const int> coords) const {
+claims collective_check::cost(const run_case& c, std::span<const int> coords) const {
   const int r = coords[0];
   const std::size_t es = size_of(c.prob.type);
   const auto s = static_cast<std::int64_t>(es);
   const std::int64_t m = c.prob.M, n = c.prob.N, k = c.prob.K;
-  cost_estimate e;
+  claims out;
+  auto& log = out.collectives.emplace();
+  auto& peak = out.peak.emplace();
   if (is_broadcast()) {
     const int root = root_of(c);
-    e.forward.push_back(broadcast_entry(c.backend, m * n, root, r, c.p, es));
-    e.backward.push_back(broadcast_entry(c.backend, m * k, root, r, c.p, es));
-    e.backward.push_back(broadcast_entry(c.backend, n * k, root, r, c.p, es));
-    e.peak_forward = m * n * s;
-    e.peak_backward = (m * k + n * k) * s;
-    e.chains = {k, n, m};
-    return e;
+    log.forward.push_back(broadcast_entry(c.backend, m * n, root, r, c.p, es));
+    log.backward.push_back(broadcast_entry(c.backend, m * k, root, r, c.p, es));
+    log.backward.push_back(broadcast_entry(c.backend, n * k, root, r, c.p, es));
+    peak.forward = m * n * s;
+    peak.backward = (m * k + n * k) * s;
+    out.chains = {{k, n, m}};
+    return out;
   }
   const partition& rows = c.part("M");
   const partition& cols = c.part("N");
   const a2a_counts counts = counts_of(c, r);
-  e.forward.push_back(all_to_all_entry(c.backend, counts.send, counts.recv, r, es));
-  e.backward.push_back(all_reduce_entry(c.backend, n * k, r, c.p, es));
+  log.forward.push_back(all_to_all_entry(c.backend, counts.send, counts.recv, r, es));
+  log.backward.push_back(all_reduce_entry(c.backend, n * k, r, c.p, es));
   // Local rows of Y and their packed copy, Y's column block, and the two count vectors.
   const auto count_bytes = 2 * c.p * static_cast<std::int64_t>(sizeof(std::int64_t));
-  e.peak_forward = (2 * rows.size(r) * n + m * cols.size(r)) * s + count_bytes;
-  e.peak_backward = (rows.size(r) * k + n * k) * s;
-  e.chains = {k, n,
-              rows.max_size() + reduction_depth(c.backend, collective::all_reduce, c.p, n * k)};
-  return e;
+  peak.forward = (2 * rows.size(r) * n + m * cols.size(r)) * s + count_bytes;
+  peak.backward = (rows.size(r) * k + n * k) * s;
+  const std::int64_t depth = reduction_depth(c.backend, collective::all_reduce, c.p, n * k);
+  out.chains = {{k, n, rows.max_size() + depth}};
+  return out;
 }
 
-template <class T>
-void collective_check::forward_t(context& ctx, const run_case& c, const matrix<T>& x,
-                                 const matrix<T>& w, matrix<T>& y) const {
-  comm& world = ctx.grid.axis(0);
-  const int r = world.rank();
-  const auto m = static_cast<std::size_t>(c.prob.M), n = static_cast<std::size_t>(c.prob.N),
-             k = static_cast<std::size_t>(c.prob.K);
-  if (is_broadcast()) {
-    y = matrix<T>(m, n);
-    const int root = root_of(c);
-    if (r == root)
-      ref::linear_forward<T>(c.prob.layout, m, n, k, x.data.data(), w.data.data(), y.data.data());
-    world.broadcast<T>(y.span(), root);
-    return;
-  }
-  const partition& cols = c.part("N");
-  matrix<T> local(x.rows, n);
-  ref::linear_forward<T>(c.prob.layout, x.rows, n, k, x.data.data(), w.data.data(),
-                         local.data.data());
-  matrix<T> packed(x.rows, n);
-  T* at = packed.data.data();
-  for (int q = 0; q < c.p; ++q)
-    for (std::size_t i = 0; i < x.rows; ++i) {
-      at = std::copy_n(local.row(i) + cols.offset(q), cols.size(q), at);
+void collective_check::forward(context& ctx, const run_case& c, const forward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> w, matrix<T>& y) {
+    comm& world = ctx.grid.axis(0);
+    const int r = world.rank();
+    const auto m = static_cast<std::size_t>(c.prob.M), n = static_cast<std::size_t>(c.prob.N),
+               k = static_cast<std::size_t>(c.prob.K);
+    if (is_broadcast()) {
+      y = matrix<T>(m, n);
+      const int root = root_of(c);
+      if (r == root)
+        ref::linear_forward<T>(c.prob.layout, m, n, k, x.data.data(), w[0].data.data(),
+                               y.data.data());
+      world.broadcast<T>(y.span(), root);
+      return;
     }
-  const a2a_counts counts = counts_of(c, r);
-  y = matrix<T>(m, static_cast<std::size_t>(cols.size(r)));
-  world.all_to_all<T>(packed.span(), counts.send, y.span(), counts.recv);
+    const partition& cols = c.part("N");
+    matrix<T> local(x.rows, n);
+    ref::linear_forward<T>(c.prob.layout, x.rows, n, k, x.data.data(), w[0].data.data(),
+                           local.data.data());
+    matrix<T> packed(x.rows, n);
+    T* at = packed.data.data();
+    for (int q = 0; q < c.p; ++q)
+      for (std::size_t i = 0; i < x.rows; ++i) {
+        at = std::copy_n(local.row(i) + cols.offset(q), cols.size(q), at);
+      }
+    const a2a_counts counts = counts_of(c, r);
+    y = matrix<T>(m, static_cast<std::size_t>(cols.size(r)));
+    world.all_to_all<T>(packed.span(), counts.send, y.span(), counts.recv);
+  });
 }
 
-template <class T>
-void collective_check::backward_t(context& ctx, const run_case& c, const matrix<T>& x,
-                                  const matrix<T>& w, const matrix<T>& dy, matrix<T>& dx,
-                                  matrix<T>& dw) const {
-  comm& world = ctx.grid.axis(0);
-  const int r = world.rank();
-  const auto n = static_cast<std::size_t>(c.prob.N), k = static_cast<std::size_t>(c.prob.K);
-  if (is_broadcast()) {
-    const auto m = static_cast<std::size_t>(c.prob.M);
-    const int root = root_of(c);
-    dx = matrix<T>(m, k);
-    dw = matrix<T>(w.rows, w.cols);
-    if (r == root) {
-      ref::linear_backward_dx<T>(c.prob.layout, m, n, k, dy.data.data(), w.data.data(),
-                                 dx.data.data());
-      ref::linear_backward_dw<T>(c.prob.layout, m, n, k, dy.data.data(), x.data.data(),
-                                 dw.data.data());
+void collective_check::backward(context& ctx, const run_case& c, const backward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> w, const matrix<T>& dy, matrix<T>& dx,
+                        gradients<T> dw) {
+    comm& world = ctx.grid.axis(0);
+    const int r = world.rank();
+    const auto n = static_cast<std::size_t>(c.prob.N), k = static_cast<std::size_t>(c.prob.K);
+    if (is_broadcast()) {
+      const auto m = static_cast<std::size_t>(c.prob.M);
+      const int root = root_of(c);
+      dx = matrix<T>(m, k);
+      dw[0] = matrix<T>(w[0].rows, w[0].cols);
+      if (r == root) {
+        ref::linear_backward_dx<T>(c.prob.layout, m, n, k, dy.data.data(), w[0].data.data(),
+                                   dx.data.data());
+        ref::linear_backward_dw<T>(c.prob.layout, m, n, k, dy.data.data(), x.data.data(),
+                                   dw[0].data.data());
+      }
+      world.broadcast<T>(dx.span(), root);
+      world.broadcast<T>(dw[0].span(), root);
+      return;
     }
-    world.broadcast<T>(dx.span(), root);
-    world.broadcast<T>(dw.span(), root);
-    return;
-  }
-  const auto offset = static_cast<std::size_t>(c.part("M").offset(r));
-  dx = matrix<T>(x.rows, k);
-  ref::linear_backward_dx<T>(c.prob.layout, x.rows, n, k, dy.row(offset), w.data.data(),
-                             dx.data.data());
-  dw = matrix<T>(w.rows, w.cols);
-  ref::linear_backward_dw<T>(c.prob.layout, x.rows, n, k, dy.row(offset), x.data.data(),
-                             dw.data.data());
-  world.all_reduce_sum<T>(dw.span());
+    const auto offset = static_cast<std::size_t>(c.part("M").offset(r));
+    dx = matrix<T>(x.rows, k);
+    ref::linear_backward_dx<T>(c.prob.layout, x.rows, n, k, dy.row(offset), w[0].data.data(),
+                               dx.data.data());
+    dw[0] = matrix<T>(w[0].rows, w[0].cols);
+    ref::linear_backward_dw<T>(c.prob.layout, x.rows, n, k, dy.row(offset), x.data.data(),
+                               dw[0].data.data());
+    world.all_reduce_sum<T>(dw[0].span());
+  });
 }
-
-SHARDCHECK_INSTANTIATE_STRATEGY(collective_check);
 
 }  // namespace shardcheck::par

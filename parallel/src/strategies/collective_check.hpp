@@ -18,32 +18,24 @@
 //   parallel's: dX local, one all-reduce of the dW partials.
 //   Example: p = 2, M = 3 (part.M 2,1), N = 4 (part.N 1,3): rank 0 sends 2·1 elements to itself and
 //   2·3 to rank 1, and receives 1·1 from rank 1; Y on rank 0 is the 3×1 first column.
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
-class collective_check : public strategy_base<collective_check> {
+class collective_check final : public kernel {
  public:
-  // kind is collective::broadcast or collective::all_to_all.
-  explicit collective_check(collective kind, std::string name = {});
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  [[nodiscard]] std::string summary() const override;
-  [[nodiscard]] std::vector<param_spec> params() const override;
-  [[nodiscard]] layout placement_of(tensor t, const run_case& c) const override;
-  [[nodiscard]] cost_estimate cost(const run_case& c, std::span<const int> coords) const override;
-
-  template <class T>
-  void forward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,
-                 matrix<T>& y) const;
-  template <class T>
-  void backward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,
-                  const matrix<T>& dy, matrix<T>& dx, matrix<T>& dw) const;
+  // kind is collective::broadcast or collective::all_to_all; the name is "collective.<kind>".
+  explicit collective_check(collective kind);
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
  private:
   [[nodiscard]] bool is_broadcast() const { return kind_ == collective::broadcast; }
   collective kind_;
-  std::string name_;
+  kernel_info info_;
 };
 
 }  // namespace shardcheck::par

@@ -1,9 +1,9 @@
 #pragma once
 // Column parallel (Megatron's ColumnParallelLinear). W is split on the output features N
 // (partition part.N), X replicated; each rank computes Y_r = X·W_rᵀ, the M×n_r column block of Y,
-// which is left sharded (gather=0, Y = S(1)) or all-gathered (gather=1, Y = R). Y is row-major M×N,
-// so a column block is not contiguous: the all-gather runs on a packed buffer (rank blocks one after
-// another, counts M·n_r) which is then re-laid into M×N.
+// which is left sharded (gather=0, Y = S(1)) or all-gathered (gather=1, Y = R). Y is row-major
+// M×N, so a column block is not contiguous: the all-gather runs on a packed buffer (rank blocks
+// one after another, counts M·n_r) which is then re-laid into M×N.
 // Backward: dY is S(1); dX = Σ_r dY_r·W_r is a sum over ranks, all-reduced (R); dW_r = dY_rᵀ·X is
 // local, sharded like W.
 //
@@ -14,24 +14,21 @@
 //
 // Example: p = 3, N = 5, part.N = 2,0,3: rank 0 computes columns 0–1, rank 1 nothing, rank 2
 // columns 2–4; the all-gather counts are 2M, 0, 3M.
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
-class column_parallel : public strategy_base<column_parallel> {
+class column_parallel final : public kernel {
  public:
-  // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-  enum class defect { none, reversed_order };
-
-  explicit column_parallel(defect d = defect::none, std::string name = "column_parallel")
-      : defect_(d), name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  SHARDCHECK_DECLARE_STRATEGY_MEMBERS;
+  column_parallel();
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
  private:
-  defect defect_;
-  std::string name_;
+  kernel_info info_;
 };
 
 }  // namespace shardcheck::par

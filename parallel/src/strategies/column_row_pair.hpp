@@ -17,14 +17,12 @@
 
 namespace shardcheck::par {
 
-// Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-enum class column_row_pair_defect { none, wrong_w2_shard };
-
-class column_row_pair : public layer_pair::pair_strategy<column_row_pair, column_row_pair_defect> {
+class column_row_pair final : public layer_pair {
  public:
-  explicit column_row_pair(defect d = defect::none, std::string name = "column_row_pair")
-      : pair_strategy(d, std::move(name)) {}
-  SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS;
+  column_row_pair();
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 };
 
 }  // namespace shardcheck::par

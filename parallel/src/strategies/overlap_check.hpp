@@ -15,19 +15,21 @@
 //   Example: p = 2, M = 5 (part.M 3,2): window 0 is rows 0–1, counts 2·N and 0; window 1 rows
 //   2–4, counts 1·N and 2·N. Rank 1 computes nothing for window 0 and overlaps its gather with
 //   rows 3–4.
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
-class overlap_check : public strategy_base<overlap_check> {
+class overlap_check final : public kernel {
  public:
-  explicit overlap_check(std::string name = "collective.overlap") : name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  SHARDCHECK_DECLARE_STRATEGY_MEMBERS;
+  overlap_check();
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
  private:
-  std::string name_;
+  kernel_info info_;
 };
 
 }  // namespace shardcheck::par

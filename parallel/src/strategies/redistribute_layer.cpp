@@ -1,7 +1,9 @@
 #include "strategies/redistribute_layer.hpp"
 
 #include <algorithm>
+#include <utility>
 
+#include "shardcheck/parallel/redistribute.hpp"
 #include "shardcheck/reference/gemm.hpp"
 
 namespace shardcheck::par {
@@ -61,20 +63,19 @@ local_dims local_of(const run_case& c, source s, int r) {
 
 }  // namespace
 
-std::string redistribute_layer::summary() const {
-  return "Y computed in layout src (R, S(0), S(1) or P) and redistributed to dst (R, S(0), S(1)) "
-         "with the minimal collective; backward mirrored";
+redistribute_layer::redistribute_layer() {
+  info_.name = "redistribute";
+  info_.summary =
+      "Y computed in layout src (R, S(0), S(1) or P) and redistributed to dst (R, S(0), S(1)) "
+      "with the minimal collective; backward mirrored";
+  info_.params = {{"src", 0, 3, 3, "layout Y is computed in: 0 R, 1 S(0), 2 S(1), 3 P (K split)"},
+                  {"dst", 0, 2, 1, "layout Y is redistributed to: 0 R, 1 S(0), 2 S(1)"}};
 }
 
-std::vector<param_spec> redistribute_layer::params() const {
-  return {{"src", 0, 3, 3, "layout Y is computed in: 0 R, 1 S(0), 2 S(1), 3 P (K split)"},
-          {"dst", 0, 2, 1, "layout Y is redistributed to: 0 R, 1 S(0), 2 S(1)"}};
-}
-
-layout redistribute_layer::placement_of(tensor t, const run_case& c) const {
+layout redistribute_layer::placement(tensor_slot t, const run_case& c) const {
   const bool out_in = c.prob.layout == weight_layout::out_in;
   const source s = src_of(c);
-  switch (t) {
+  switch (t.t) {
     case tensor::x:
     case tensor::dx:
       return {s == source::s0 ? placement::S(0) : s == source::p ? placement::S(1)
@@ -90,83 +91,89 @@ layout redistribute_layer::placement_of(tensor t, const run_case& c) const {
   return {placement::R()};
 }
 
-cost_estimate redistribute_layer::cost(const run_case& c, std::span<const int> coords) const {
+claims redistribute_layer::cost(const run_case& c, std::span<const int> coords) const {
   const int r = coords[0];
   const source s = src_of(c);
   const auto bytes = static_cast<std::int64_t>(size_of(c.prob.type));
   const local_dims d = local_of(c, s, r);
   const global_shape gy = y_shape(c);
-  cost_estimate e;
+  claims out;
+  auto& log = out.collectives.emplace();
+  auto& peak = out.peak.emplace();
+  const auto cost_of = [&](const global_shape& g, par::placement from, par::placement to) {
+    return redistribution_cost_of(g, from, to, r, c.p, c.prob.type, c.backend);
+  };
 
-  const auto fwd = redistribution_cost_of(gy, y_source(s), y_target(c), r, c.p, c.prob.type, c.backend);
-  e.forward = fwd.entries;
-  e.peak_forward = d.m * d.n * bytes + fwd.peak_bytes;  // the local Y, then the redistribution
+  const redistribution_cost fwd = cost_of(gy, y_source(s), y_target(c));
+  log.forward = fwd.entries;
+  peak.forward = d.m * d.n * bytes + fwd.peak_bytes;  // the local Y, then the redistribution
 
-  const auto dy = redistribution_cost_of(gy, y_target(c), dy_needed(s), r, c.p, c.prob.type, c.backend);
-  e.backward = dy.entries;
+  const redistribution_cost dy = cost_of(gy, y_target(c), dy_needed(s));
+  log.backward = dy.entries;
   const auto [dy_rows, dy_cols] = local_extent(gy, dy_needed(s), r);
   // The redistributed dY, then the local dX (d.m×d.k) and dW (d.n×d.k), one of them partial.
   std::int64_t local = (dy_rows * dy_cols + d.m * d.k + d.n * d.k) * bytes;
   if (s == source::s0 || s == source::s1) {
-    const auto red = redistribution_cost_of(s == source::s0 ? w_shape(c) : x_shape(c),
-                                            placement::P(), placement::R(), r, c.p, c.prob.type, c.backend);
-    e.backward.insert(e.backward.end(), red.entries.begin(), red.entries.end());
+    const redistribution_cost red =
+        cost_of(s == source::s0 ? w_shape(c) : x_shape(c), placement::P(), placement::R());
+    log.backward.insert(log.backward.end(), red.entries.begin(), red.entries.end());
     local += red.peak_bytes;
   }
-  e.peak_backward = std::max(dy.peak_bytes, local);
+  peak.backward = std::max(dy.peak_bytes, local);
 
   // The one reduction each output may go through: Y (P → R or S), dX over N, dW over M.
   const auto depth = [&](collective kind, std::int64_t count) {
     return reduction_depth(c.backend, kind, c.p, count);
   };
-  const collective y_kind =
-      y_target(c).what == placement::kind::replicate ? collective::all_reduce
-                                                     : collective::reduce_scatter;
-  e.chains = {s == source::p ? c.part("K").max_size() + depth(y_kind, c.prob.M * c.prob.N)
-                             : c.prob.K,
-              s == source::s1
-                  ? c.part("N").max_size() + depth(collective::all_reduce, c.prob.M * c.prob.K)
-                  : c.prob.N,
-              s == source::s0
-                  ? c.part("M").max_size() + depth(collective::all_reduce, c.prob.N * c.prob.K)
-                  : c.prob.M};
-  return e;
+  const collective y_kind = y_target(c).what == placement::kind::replicate
+                                ? collective::all_reduce
+                                : collective::reduce_scatter;
+  const std::int64_t m = c.prob.M, n = c.prob.N, k = c.prob.K;
+  out.chains = {{s == source::p ? c.part("K").max_size() + depth(y_kind, m * n) : k,
+                 s == source::s1 ? c.part("N").max_size() + depth(collective::all_reduce, m * k)
+                                 : n,
+                 s == source::s0 ? c.part("M").max_size() + depth(collective::all_reduce, n * k)
+                                 : m}};
+  return out;
 }
 
-template <class T>
-void redistribute_layer::forward_t(context& ctx, const run_case& c, const matrix<T>& x,
-                                   const matrix<T>& w, matrix<T>& y) const {
-  comm& world = ctx.grid.axis(0);
-  const source s = src_of(c);
-  const local_dims d = local_of(c, s, world.rank());
-  matrix<T> local(static_cast<std::size_t>(d.m), static_cast<std::size_t>(d.n));
-  ref::linear_forward<T>(c.prob.layout, local.rows, local.cols, static_cast<std::size_t>(d.k),
-                         x.data.data(), w.data.data(), local.data.data());
-  y = redistribute<T>(world, local, y_shape(c), y_source(s), y_target(c), defect_);
+void redistribute_layer::forward(context& ctx, const run_case& c, const forward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> w, matrix<T>& y) {
+    comm& world = ctx.grid.axis(0);
+    const source s = src_of(c);
+    const local_dims d = local_of(c, s, world.rank());
+    matrix<T> local(static_cast<std::size_t>(d.m), static_cast<std::size_t>(d.n));
+    ref::linear_forward<T>(c.prob.layout, local.rows, local.cols, static_cast<std::size_t>(d.k),
+                           x.data.data(), w[0].data.data(), local.data.data());
+    y = redistribute<T>(world, local, y_shape(c), y_source(s), y_target(c));
+  });
 }
 
-template <class T>
-void redistribute_layer::backward_t(context& ctx, const run_case& c, const matrix<T>& x,
-                                    const matrix<T>& w, const matrix<T>& dy, matrix<T>& dx,
-                                    matrix<T>& dw) const {
-  comm& world = ctx.grid.axis(0);
-  const source s = src_of(c);
-  const local_dims d = local_of(c, s, world.rank());
-  const auto m = static_cast<std::size_t>(d.m), n = static_cast<std::size_t>(d.n),
-             k = static_cast<std::size_t>(d.k);
-  const matrix<T> g = redistribute<T>(world, dy, y_shape(c), y_target(c), dy_needed(s), defect_);
-  matrix<T> dx_local(m, k);
-  ref::linear_backward_dx<T>(c.prob.layout, m, n, k, g.data.data(), w.data.data(),
-                             dx_local.data.data());
-  matrix<T> dw_local(w.rows, w.cols);
-  ref::linear_backward_dw<T>(c.prob.layout, m, n, k, g.data.data(), x.data.data(),
-                             dw_local.data.data());
-  if (s == source::s1) dx = redistribute<T>(world, dx_local, x_shape(c), placement::P(), placement::R());
-  else dx = std::move(dx_local);
-  if (s == source::s0) dw = redistribute<T>(world, dw_local, w_shape(c), placement::P(), placement::R());
-  else dw = std::move(dw_local);
+void redistribute_layer::backward(context& ctx, const run_case& c, const backward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
+                        gradients<T> dws) {
+    comm& world = ctx.grid.axis(0);
+    const matrix<T>& w = ws[0];
+    const source s = src_of(c);
+    const local_dims d = local_of(c, s, world.rank());
+    const auto m = static_cast<std::size_t>(d.m), n = static_cast<std::size_t>(d.n),
+               k = static_cast<std::size_t>(d.k);
+    const matrix<T> g = redistribute<T>(world, dy, y_shape(c), y_target(c), dy_needed(s));
+    matrix<T> dx_local(m, k);
+    ref::linear_backward_dx<T>(c.prob.layout, m, n, k, g.data.data(), w.data.data(),
+                               dx_local.data.data());
+    matrix<T> dw_local(w.rows, w.cols);
+    ref::linear_backward_dw<T>(c.prob.layout, m, n, k, g.data.data(), x.data.data(),
+                               dw_local.data.data());
+    if (s == source::s1)
+      dx = redistribute<T>(world, dx_local, x_shape(c), placement::P(), placement::R());
+    else
+      dx = std::move(dx_local);
+    if (s == source::s0)
+      dws[0] = redistribute<T>(world, dw_local, w_shape(c), placement::P(), placement::R());
+    else
+      dws[0] = std::move(dw_local);
+  });
 }
-
-SHARDCHECK_INSTANTIATE_STRATEGY(redistribute_layer);
 
 }  // namespace shardcheck::par

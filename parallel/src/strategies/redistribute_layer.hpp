@@ -1,7 +1,7 @@
 #pragma once
-// Redistribution as a strategy: the linear layer is computed in a source layout of Y (`src`) and
+// Redistribution as a kernel: the linear layer is computed in a source layout of Y (`src`) and
 // redistributed to the output layout (`dst`) by par::redistribute, so that every pair the module
-// supports runs through the same driver, reference, ledger and memory checks as any strategy.
+// supports runs through the same driver, reference, ledger and memory checks as any kernel.
 // The source layout decides how the product is split:
 //
 //   src    X     W       local Y        backward: dY needed   dX          dW
@@ -17,26 +17,21 @@
 //
 // Example: p = 2, M = 3, N = 4, src = 1, dst = 2, part.M = 3,0, part.N = 1,3: rank 0 computes all
 // three rows; the all-to-all sends rank 1 the 3×3 block of its columns; rank 1 sends nothing.
-#include "shardcheck/parallel/redistribute.hpp"
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
-class redistribute_layer : public strategy_base<redistribute_layer> {
+class redistribute_layer final : public kernel {
  public:
-  // Deliberate defects of the redistribution, used only by shardcheck's mutants.
-  using defect = redistribute_defect;
-
-  explicit redistribute_layer(redistribute_defect d = redistribute_defect::none,
-                              std::string name = "redistribute")
-      : defect_(d), name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  SHARDCHECK_DECLARE_STRATEGY_MEMBERS;
+  redistribute_layer();
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
  private:
-  redistribute_defect defect_;
-  std::string name_;
+  kernel_info info_;
 };
 
 }  // namespace shardcheck::par

@@ -13,24 +13,21 @@
 //
 // Example: p = 3, K = 7, part.K = 3,2,2: rank 0 contracts over k = 0–2, rank 1 over 3–4, rank 2
 // over 5–6, and every element of Y is the sum of the three ranks' partials.
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
-class row_parallel : public strategy_base<row_parallel> {
+class row_parallel final : public kernel {
  public:
-  // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-  enum class defect { none, no_reduction };
-
-  explicit row_parallel(defect d = defect::none, std::string name = "row_parallel")
-      : defect_(d), name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  SHARDCHECK_DECLARE_STRATEGY_MEMBERS;
+  row_parallel();
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
  private:
-  defect defect_;
-  std::string name_;
+  kernel_info info_;
 };
 
 }  // namespace shardcheck::par

@@ -4,7 +4,7 @@
 // sharded by rows (S(0), part.M) outside the pair. Forward all-gathers X (counts m_r·K) before the
 // column layer and reduce-scatters the row layer's partial M×N output to S(0) (counts m_r·N).
 // Backward mirrors it: all-gather dY, compute as column_row_pair, reduce-scatter the partial dX to
-// S(0). A stateless strategy keeps nothing between the phases, so backward also all-gathers X
+// S(0). A stateless kernel keeps nothing between the phases, so backward also all-gathers X
 // again (dW_1 = dH_1ᵀ·X and the recomputed H_1 need every row), as Megatron does when it does not
 // keep the gathered input.
 //
@@ -16,16 +16,12 @@
 
 namespace shardcheck::par {
 
-// Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-enum class sequence_parallel_pair_defect { none, scatter_wrong_partition };
-
-class sequence_parallel_pair
-    : public layer_pair::pair_strategy<sequence_parallel_pair, sequence_parallel_pair_defect> {
+class sequence_parallel_pair final : public layer_pair {
  public:
-  explicit sequence_parallel_pair(defect d = defect::none,
-                                  std::string name = "sequence_parallel_pair")
-      : pair_strategy(d, std::move(name)) {}
-  SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS;
+  sequence_parallel_pair();
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 };
 
 }  // namespace shardcheck::par

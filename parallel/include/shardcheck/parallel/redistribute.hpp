@@ -29,7 +29,7 @@
 
 #include "shardcheck/parallel/ledger.hpp"
 #include "shardcheck/parallel/matrix.hpp"
-#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/comm.hpp"
 #include "shardcheck/parallel/placement.hpp"
 
 namespace shardcheck::par {
@@ -54,14 +54,10 @@ struct redistribution_cost {
                                                          placement to, int me, int p, dtype type,
                                                          backend b);
 
-// Deliberate defects, used only by shardcheck's mutants.
-enum class redistribute_defect { none, rows_reversed_in_all_to_all };
-
 // Returns this rank's shard of the tensor under `to`, given its shard `in` under `from`.
 // \note collective over world.
 template <class T>
 [[nodiscard]] matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g,
-                                     placement from, placement to,
-                                     redistribute_defect defect = redistribute_defect::none);
+                                     placement from, placement to);
 
 }  // namespace shardcheck::par
