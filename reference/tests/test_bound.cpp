@@ -8,12 +8,12 @@
 namespace shardcheck::ref {
 namespace {
 
-TEST(bound, UnitRoundoffIsHalfAnUlpOfOne) {
+TEST(bound, unit_roundoff_is_half_an_ulp_of_one) {
   EXPECT_EQ(unit_roundoff(dtype::f32), std::ldexp(1.0, -24));
   EXPECT_EQ(unit_roundoff(dtype::f64), std::ldexp(1.0, -53));
 }
 
-TEST(bound, GammaFollowsTheDefinition) {
+TEST(bound, gamma_follows_the_definition) {
   EXPECT_EQ(gamma(0, dtype::f64), 0.0);
   for (dtype t : {dtype::f32, dtype::f64})
     for (std::int64_t k : {1, 2, 17, 1000, 1 << 20}) {
@@ -23,7 +23,7 @@ TEST(bound, GammaFollowsTheDefinition) {
     }
 }
 
-TEST(bound, GammaIsInfiniteOnceKuReachesOne) {
+TEST(bound, gamma_is_infinite_once_ku_reaches_one) {
   const std::int64_t f32_limit = std::int64_t{1} << 24;
   const std::int64_t f64_limit = std::int64_t{1} << 53;
   EXPECT_TRUE(std::isfinite(gamma(f32_limit - 1, dtype::f32)));
@@ -34,7 +34,7 @@ TEST(bound, GammaIsInfiniteOnceKuReachesOne) {
   EXPECT_GT(gamma(f64_limit, dtype::f64), 0.0);
 }
 
-TEST(bound, ElementBoundSumsBothGammasAndInflatesForMag) {
+TEST(bound, element_bound_sums_both_gammas_and_inflates_for_mag) {
   const double mag = 3.5;
   const double raw = (gamma(100, dtype::f32) + gamma(40, dtype::f32)) * mag;
   const double b = element_bound(mag, 100, 40, dtype::f32, 40);
@@ -43,7 +43,7 @@ TEST(bound, ElementBoundSumsBothGammasAndInflatesForMag) {
   EXPECT_EQ(element_bound(mag, 0, 0, dtype::f64, 0), 0.0);
 }
 
-TEST(bound, ZeroMagnitudeMeansZeroBoundEvenWithoutAGamma) {
+TEST(bound, zero_magnitude_means_zero_bound_even_without_a_gamma) {
   EXPECT_EQ(element_bound(0.0, 5, 5, dtype::f64, 5), 0.0);
   EXPECT_EQ(element_bound(0.0, std::int64_t{1} << 30, 1, dtype::f32, 1), 0.0);
   EXPECT_TRUE(std::isinf(element_bound(1.0, std::int64_t{1} << 30, 1, dtype::f32, 1)));

@@ -42,19 +42,19 @@ class check_test : public ::testing::Test {
 using element_types = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(check_test, element_types);
 
-TYPED_TEST(check_test, IdenticalBlocksPass) {
+TYPED_TEST(check_test, identical_blocks_pass) {
   EXPECT_FALSE(this->compare(this->expected).has_value());
   this->opt.bitwise = true;
   EXPECT_FALSE(this->compare(this->expected).has_value());
 }
 
-TYPED_TEST(check_test, ErrorWithinTheBoundPasses) {
+TYPED_TEST(check_test, error_within_the_bound_passes) {
   auto got = this->expected;
   got[2 * 9 + 3] += static_cast<TypeParam>(0.5 * this->bound_at(2, 3));
   EXPECT_FALSE(this->compare(got).has_value());
 }
 
-TYPED_TEST(check_test, PerturbationBeyondTheBoundIsReported) {
+TYPED_TEST(check_test, perturbation_beyond_the_bound_is_reported) {
   using T = TypeParam;
   auto got = this->expected;
   const double b = this->bound_at(2, 3);
@@ -73,7 +73,7 @@ TYPED_TEST(check_test, PerturbationBeyondTheBoundIsReported) {
   EXPECT_GT(mm->ratio, 2 * 2 * 25.0);
 }
 
-TYPED_TEST(check_test, FirstFailureInRowMajorOrderIsReported) {
+TYPED_TEST(check_test, first_failure_in_row_major_order_is_reported) {
   auto got = this->expected;
   got[3 * 9 + 1] += 1;
   got[1 * 9 + 4] -= 1;
@@ -83,7 +83,7 @@ TYPED_TEST(check_test, FirstFailureInRowMajorOrderIsReported) {
   EXPECT_EQ(mm->col, 4u);
 }
 
-TYPED_TEST(check_test, LeadingDimensionsSelectTheBlock) {
+TYPED_TEST(check_test, leading_dimensions_select_the_block) {
   using T = TypeParam;
   auto got = this->expected;
   got[0 * 9 + 8] += 1;
@@ -100,7 +100,7 @@ TYPED_TEST(check_test, LeadingDimensionsSelectTheBlock) {
   EXPECT_EQ(mm->col, 3u);
 }
 
-TYPED_TEST(check_test, NaNWhereFiniteExpectedIsReported) {
+TYPED_TEST(check_test, nan_where_finite_expected_is_reported) {
   using T = TypeParam;
   for (bool bitwise : {false, true}) {
     this->opt.bitwise = bitwise;
@@ -117,7 +117,7 @@ TYPED_TEST(check_test, NaNWhereFiniteExpectedIsReported) {
   }
 }
 
-TYPED_TEST(check_test, NonfiniteExpectedMustBeMatchedExactly) {
+TYPED_TEST(check_test, nonfinite_expected_must_be_matched_exactly) {
   using T = TypeParam;
   const T nan = std::numeric_limits<T>::quiet_NaN();
   const T inf = std::numeric_limits<T>::infinity();
@@ -138,7 +138,7 @@ TYPED_TEST(check_test, NonfiniteExpectedMustBeMatchedExactly) {
   }
 }
 
-TYPED_TEST(check_test, OneUlpIsReportedInBitwiseModeOnly) {
+TYPED_TEST(check_test, one_ulp_is_reported_in_bitwise_mode_only) {
   using T = TypeParam;
   auto got = this->expected;
   T& v = got[5 * 9 + 2];
@@ -154,7 +154,7 @@ TYPED_TEST(check_test, OneUlpIsReportedInBitwiseModeOnly) {
   EXPECT_GT(mm->ratio, 0.0);
 }
 
-TYPED_TEST(check_test, SignedZeroDiffersBitwise) {
+TYPED_TEST(check_test, signed_zero_differs_bitwise) {
   using T = TypeParam;
   const T got = T(-0.0), expected = T(0.0);
   const double mag = 0;
@@ -167,7 +167,7 @@ TYPED_TEST(check_test, SignedZeroDiffersBitwise) {
   EXPECT_FALSE(compare_block<T>(1, 1, &got, 1, &expected, 1, &mag, 1, opt).has_value());
 }
 
-TYPED_TEST(check_test, ZeroMagnitudeGivesInfiniteRatio) {
+TYPED_TEST(check_test, zero_magnitude_gives_infinite_ratio) {
   using T = TypeParam;
   const T got = std::numeric_limits<T>::denorm_min(), expected = 0;
   const double mag = 0;
@@ -178,7 +178,7 @@ TYPED_TEST(check_test, ZeroMagnitudeGivesInfiniteRatio) {
   EXPECT_TRUE(std::isinf(mm->ratio));
 }
 
-TYPED_TEST(check_test, EmptyBlockPasses) {
+TYPED_TEST(check_test, empty_block_passes) {
   using T = TypeParam;
   EXPECT_FALSE(compare_block<T>(0, 5, nullptr, 5, nullptr, 5, nullptr, 5, this->opt).has_value());
   EXPECT_FALSE(compare_block<T>(5, 0, nullptr, 0, nullptr, 0, nullptr, 0, this->opt).has_value());

@@ -17,7 +17,7 @@ constexpr value_mode modes[] = {value_mode::exact, value_mode::uniform, value_mo
 constexpr auto x_id = static_cast<std::uint32_t>(tensor_id::x);
 constexpr auto w_id = static_cast<std::uint32_t>(tensor_id::w);
 
-TEST(counter_hash, IsStableAcrossBuilds) {
+TEST(counter_hash, is_stable_across_builds) {
   EXPECT_EQ(counter_hash(0, 0, 0, 0), counter_hash(0, 0, 0, 0));
   EXPECT_EQ(counter_hash(0, 0, 0, 0), 0x2130748aaac80268ULL);
   EXPECT_EQ(counter_hash(42, 1, 7, 3), 0x2c434c2add5c1f60ULL);
@@ -25,7 +25,7 @@ TEST(counter_hash, IsStableAcrossBuilds) {
   EXPECT_EQ(element<float>(value_mode::uniform, 42, 1, 7, 3), -0x1.4ef2dp-1f);
 }
 
-TEST(counter_hash, EveryCounterMatters) {
+TEST(counter_hash, every_counter_matters) {
   const std::uint64_t base = counter_hash(1, 1, 1, 1);
   EXPECT_NE(counter_hash(2, 1, 1, 1), base);
   EXPECT_NE(counter_hash(1, 2, 1, 1), base);
@@ -39,7 +39,7 @@ class data_test : public ::testing::Test {};
 using element_types = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(data_test, element_types);
 
-TYPED_TEST(data_test, SameCountersGiveSameBits) {
+TYPED_TEST(data_test, same_counters_give_same_bits) {
   using T = TypeParam;
   for (value_mode mode : modes)
     for (std::uint64_t r = 0; r < 40; ++r)
@@ -47,7 +47,7 @@ TYPED_TEST(data_test, SameCountersGiveSameBits) {
         ASSERT_EQ(bits(element<T>(mode, 99, x_id, r, c)), bits(element<T>(mode, 99, x_id, r, c)));
 }
 
-TYPED_TEST(data_test, SubBlockEqualsPartOfFullBlock) {
+TYPED_TEST(data_test, sub_block_equals_part_of_full_block) {
   using T = TypeParam;
   const std::size_t rows = 13, cols = 11, r0 = 3, sub_rows = 6, c0 = 2, sub_cols = 5, ld = 7;
   for (value_mode mode : modes) {
@@ -65,7 +65,7 @@ TYPED_TEST(data_test, SubBlockEqualsPartOfFullBlock) {
   }
 }
 
-TYPED_TEST(data_test, DifferentTensorsAndSeedsDiffer) {
+TYPED_TEST(data_test, different_tensors_and_seeds_differ) {
   using T = TypeParam;
   const std::size_t n = 32;
   const auto a = block<T>(value_mode::uniform, 1, tensor_id::x, n, n);
@@ -83,7 +83,7 @@ TYPED_TEST(data_test, DifferentTensorsAndSeedsDiffer) {
   EXPECT_LE(same_transposed, 1u);
 }
 
-TYPED_TEST(data_test, ExactIsEighthsInMinusOneToOne) {
+TYPED_TEST(data_test, exact_is_eighths_in_minus_one_to_one) {
   using T = TypeParam;
   std::set<int> seen;
   for (std::uint64_t r = 0; r < 64; ++r)
@@ -98,7 +98,7 @@ TYPED_TEST(data_test, ExactIsEighthsInMinusOneToOne) {
   EXPECT_EQ(seen.size(), 17u);
 }
 
-TYPED_TEST(data_test, UniformFillsMinusOneToOneWithFullMantissa) {
+TYPED_TEST(data_test, uniform_fills_minus_one_to_one_with_full_mantissa) {
   using T = TypeParam;
   double sum = 0;
   bool below_zero = false, above_half = false, lowest_bit_used = false;
@@ -120,7 +120,7 @@ TYPED_TEST(data_test, UniformFillsMinusOneToOneWithFullMantissa) {
   EXPECT_TRUE(lowest_bit_used);
 }
 
-TYPED_TEST(data_test, WideSpansExponentsMinusSixteenToSixteen) {
+TYPED_TEST(data_test, wide_spans_exponents_minus_sixteen_to_sixteen) {
   using T = TypeParam;
   std::set<int> exponents;
   bool negative = false, positive = false;
@@ -141,7 +141,7 @@ TYPED_TEST(data_test, WideSpansExponentsMinusSixteenToSixteen) {
   EXPECT_TRUE(positive);
 }
 
-TYPED_TEST(data_test, CancelMixesLargeAndSmallTerms) {
+TYPED_TEST(data_test, cancel_mixes_large_and_small_terms) {
   using T = TypeParam;
   std::size_t large = 0, small = 0, negative = 0;
   const std::size_t count = 8192;
@@ -163,7 +163,7 @@ TYPED_TEST(data_test, CancelMixesLargeAndSmallTerms) {
   EXPECT_LT(negative, count * 3 / 5);
 }
 
-TYPED_TEST(data_test, NonfiniteIsUniformWithAboutOneInThirtyTwoReplaced) {
+TYPED_TEST(data_test, nonfinite_is_uniform_with_about_one_in_thirty_two_replaced) {
   using T = TypeParam;
   std::size_t nan = 0, pos_inf = 0, neg_inf = 0;
   const std::size_t count = 16384;
@@ -184,7 +184,7 @@ TYPED_TEST(data_test, NonfiniteIsUniformWithAboutOneInThirtyTwoReplaced) {
   EXPECT_GT(neg_inf, 0u);
 }
 
-TEST(fill_block, LeadingDimensionSmallerThanColumnsThrows) {
+TEST(fill_block, leading_dimension_smaller_than_columns_throws) {
   std::vector<double> out(12);
   EXPECT_THROW(fill_block<double>(value_mode::uniform, 1, x_id, 0, 3, 0, 4, out.data(), 3), error);
   EXPECT_NO_THROW(fill_block<double>(value_mode::uniform, 1, w_id, 0, 3, 0, 4, out.data(), 4));

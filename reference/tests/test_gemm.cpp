@@ -65,7 +65,7 @@ class gemm_test : public ::testing::Test {};
 using element_types = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(gemm_test, element_types);
 
-TYPED_TEST(gemm_test, ExactModeIsBitwiseEqualToNaiveLoop) {
+TYPED_TEST(gemm_test, exact_mode_is_bitwise_equal_to_naive_loop) {
   using T = TypeParam;
   for (weight_layout l : layouts)
     for (shape s : shapes())
@@ -91,7 +91,7 @@ std::size_t count_beyond_bound(op o, shape s, const std::vector<T>& got, const s
   return beyond;
 }
 
-TYPED_TEST(gemm_test, RoundingModesStayWithinDerivedBound) {
+TYPED_TEST(gemm_test, rounding_modes_stay_within_derived_bound) {
   using T = TypeParam;
   double max_ratio = 0;
   for (value_mode mode : {value_mode::uniform, value_mode::wide, value_mode::cancel})
@@ -108,7 +108,7 @@ TYPED_TEST(gemm_test, RoundingModesStayWithinDerivedBound) {
   EXPECT_GT(max_ratio, 0.0) << "the reference and the naive loop never differed: check is vacuous";
 }
 
-TYPED_TEST(gemm_test, DroppingOneTermBreaksTheBound) {
+TYPED_TEST(gemm_test, dropping_one_term_breaks_the_bound) {
   using T = TypeParam;
   const shape s{13, 11, 17};
   for (weight_layout l : layouts) {
@@ -122,7 +122,7 @@ TYPED_TEST(gemm_test, DroppingOneTermBreaksTheBound) {
   }
 }
 
-TYPED_TEST(gemm_test, MagnitudeIsTheProductOfAbsoluteValues) {
+TYPED_TEST(gemm_test, magnitude_is_the_product_of_absolute_values) {
   using T = TypeParam;
   for (weight_layout l : layouts)
     for (shape s : shapes())
@@ -152,7 +152,7 @@ kind classify(T v) {
   return kind::finite;
 }
 
-TYPED_TEST(gemm_test, NonfinitePositionsMatchNaiveLoop) {
+TYPED_TEST(gemm_test, nonfinite_positions_match_naive_loop) {
   using T = TypeParam;
   std::size_t nonfinite_seen = 0;
   for (weight_layout l : layouts)
@@ -171,7 +171,7 @@ TYPED_TEST(gemm_test, NonfinitePositionsMatchNaiveLoop) {
   EXPECT_GT(nonfinite_seen, 0u);
 }
 
-TYPED_TEST(gemm_test, TransposeCombinationsHonourLeadingDimensionsAlphaAndBeta) {
+TYPED_TEST(gemm_test, transpose_combinations_honour_leading_dimensions_alpha_and_beta) {
   using T = TypeParam;
   const std::size_t m = 7, n = 5, k = 11, pad = 3;
   for (bool ta : {false, true})
@@ -196,7 +196,7 @@ TYPED_TEST(gemm_test, TransposeCombinationsHonourLeadingDimensionsAlphaAndBeta) 
     }
 }
 
-TYPED_TEST(gemm_test, ZeroInnerDimensionScalesC) {
+TYPED_TEST(gemm_test, zero_inner_dimension_scales_c) {
   using T = TypeParam;
   const T nan = std::numeric_limits<T>::quiet_NaN();
   std::vector<T> c(6, nan);
@@ -209,7 +209,7 @@ TYPED_TEST(gemm_test, ZeroInnerDimensionScalesC) {
   EXPECT_EQ(c, (std::vector<T>{2, 4, 6, 8, 10, 12}));
 }
 
-TYPED_TEST(gemm_test, ZeroBetaOverwritesNaNInC) {
+TYPED_TEST(gemm_test, zero_beta_overwrites_nan_in_c) {
   using T = TypeParam;
   const std::vector<T> a(4, T(1)), b(4, T(1));
   for (std::size_t m : {1, 2})
@@ -220,7 +220,7 @@ TYPED_TEST(gemm_test, ZeroBetaOverwritesNaNInC) {
     }
 }
 
-TYPED_TEST(gemm_test, EmptyOutputIsLeftAlone) {
+TYPED_TEST(gemm_test, empty_output_is_left_alone) {
   using T = TypeParam;
   gemm<T>(false, false, 0, 3, 4, T(1), nullptr, 0, nullptr, 0, T(0), nullptr, 0);
   std::vector<T> c(2, T(7));
@@ -228,7 +228,7 @@ TYPED_TEST(gemm_test, EmptyOutputIsLeftAlone) {
   EXPECT_EQ(c, (std::vector<T>{7, 7}));
 }
 
-TYPED_TEST(gemm_test, AccumulateAddsIntoDw) {
+TYPED_TEST(gemm_test, accumulate_adds_into_dw) {
   using T = TypeParam;
   const shape s{6, 4, 5};
   for (weight_layout l : layouts) {
@@ -245,7 +245,7 @@ TYPED_TEST(gemm_test, AccumulateAddsIntoDw) {
   }
 }
 
-TYPED_TEST(gemm_test, LeadingDimensionTooSmallThrows) {
+TYPED_TEST(gemm_test, leading_dimension_too_small_throws) {
   using T = TypeParam;
   std::vector<T> a(12), b(12), c(12);
   EXPECT_THROW(gemm<T>(false, false, 3, 3, 4, T(1), a.data(), 3, b.data(), 3, T(0), c.data(), 3),

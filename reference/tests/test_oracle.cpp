@@ -23,7 +23,7 @@ std::vector<shape> oracle_shapes() {
   return all;
 }
 
-TYPED_TEST(oracle_test, ExactModeEqualsNaiveLoop) {
+TYPED_TEST(oracle_test, exact_mode_equals_naive_loop) {
   using T = TypeParam;
   for (weight_layout l : layouts)
     for (shape s : shapes()) {
@@ -40,7 +40,7 @@ TYPED_TEST(oracle_test, ExactModeEqualsNaiveLoop) {
 
 // The reference's error against the exact product is at most γ_K·mag; the oracle adds its own
 // final rounding to double and the 113-bit accumulation error, both counted here.
-TYPED_TEST(oracle_test, ReferenceStaysWithinGammaKOfTheOracle) {
+TYPED_TEST(oracle_test, reference_stays_within_gamma_k_of_the_oracle) {
   using T = TypeParam;
   constexpr dtype t = dtype_of<T>();
   double max_ratio = 0;
@@ -70,7 +70,7 @@ TYPED_TEST(oracle_test, ReferenceStaysWithinGammaKOfTheOracle) {
   EXPECT_GT(max_ratio, 0.0) << "the reference always matched the oracle: check is vacuous";
 }
 
-TYPED_TEST(oracle_test, OracleIsMoreAccurateThanTheDtype) {
+TYPED_TEST(oracle_test, oracle_is_more_accurate_than_the_dtype) {
   using T = TypeParam;
   const shape s{1, 1, 4};
   const weight_layout l = weight_layout::in_out;

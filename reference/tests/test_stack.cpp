@@ -129,7 +129,7 @@ int violations(const stack_shape& s, std::size_t rows, const stack_data<T>& d,
 const std::vector<std::vector<std::int64_t>> widths = {
     {6, 4}, {5, 7, 3}, {13, 1, 9, 4}, {17, 0, 3}, {31, 29, 37}, {3, 64, 2}, {20, 20, 20, 20}};
 
-TEST(stack, OneLayerIsTheLinearLayerWithItsBound) {
+TEST(stack, one_layer_is_the_linear_layer_with_its_bound) {
   const stack_shape s{weight_layout::in_out, {7, 5}, activation::relu};
   const auto d = make<float>(s, 9, value_mode::uniform, 3);
   const auto e = stack_expect<float>(s, 9, d.x.data(), d.ws, d.dy.data(), reference_chains(s, 9),
@@ -146,7 +146,7 @@ TEST(stack, OneLayerIsTheLinearLayerWithItsBound) {
   }
 }
 
-TEST(stack, TwoLayerForwardBoundIsTheClosedForm) {
+TEST(stack, two_layer_forward_bound_is_the_closed_form) {
   const stack_shape s{weight_layout::out_in, {5, 7, 3}, activation::identity};
   const auto d = make<float>(s, 4, value_mode::uniform, 1);
   stack_chains par = reference_chains(s, 4);
@@ -170,7 +170,7 @@ TEST(stack, TwoLayerForwardBoundIsTheClosedForm) {
   }
 }
 
-TEST(stack, ADifferentOrderStaysWithinTheBound) {
+TEST(stack, a_different_order_stays_within_the_bound) {
   for (const auto& wd : widths)
     for (activation act : {activation::identity, activation::relu})
       for (weight_layout layout : test::layouts)
@@ -203,12 +203,12 @@ int exact_cases_bitwise() {
   return ran;
 }
 
-TEST(stack, ExactModeIsBitwise) {
+TEST(stack, exact_mode_is_bitwise) {
   EXPECT_EQ(exact_cases_bitwise<double>(), static_cast<int>(2 * widths.size()));
   EXPECT_GE(exact_cases_bitwise<float>(), 10);
 }
 
-TEST(stack, ExactModeRefusesSumsThatCouldRound) {
+TEST(stack, exact_mode_refuses_sums_that_could_round) {
   const stack_shape s{weight_layout::out_in, {200, 200, 3}, activation::relu};
   EXPECT_NE(exact_stack_problem(s, 10, dtype::f32), "");
   EXPECT_EQ(exact_stack_problem(s, 10, dtype::f64), "");
@@ -222,7 +222,7 @@ TEST(stack, ExactModeRefusesSumsThatCouldRound) {
 }
 
 // The bound can fail: a computation that forgets the ReLU is caught.
-TEST(stack, AMissingActivationIsOutsideTheBound) {
+TEST(stack, a_missing_activation_is_outside_the_bound) {
   const stack_shape s{weight_layout::out_in, {5, 7, 3}, activation::relu};
   const auto d = make<double>(s, 6, value_mode::uniform, 2);
   EXPECT_GT(violations(s, 6, d, naive_stack(s, 6, d, activation::identity)), 0);
@@ -230,7 +230,7 @@ TEST(stack, AMissingActivationIsOutsideTheBound) {
 
 // Near-zero pre-activations make the ReLU branch uncertain (cancel mode puts many H near 0); the
 // bound must still hold for a computation that rounds differently.
-TEST(stack, ReluOnCancellingDataStaysWithinTheBound) {
+TEST(stack, relu_on_cancelling_data_stays_within_the_bound) {
   const stack_shape s{weight_layout::in_out, {40, 30, 20, 10}, activation::relu};
   for (std::uint64_t seed = 0; seed < 20; ++seed) {
     const auto d = make<float>(s, 16, value_mode::cancel, seed);
@@ -241,7 +241,7 @@ TEST(stack, ReluOnCancellingDataStaysWithinTheBound) {
 // A pre-activation of −Inf (from an infinite input, so its bound is infinite, not NaN) is masked
 // by both computations, since non-finite sums do not depend on their order: the masked unit's dW2
 // is 0 with a bound of 0, not NaN (∞·0) from an uncertain branch.
-TEST(stack, AnInfinitePreActivationTakesACertainBranch) {
+TEST(stack, an_infinite_pre_activation_takes_a_certain_branch) {
   const stack_shape s{weight_layout::out_in, {1, 2, 1}, activation::relu};
   const double inf = INFINITY;
   const std::vector<double> x{-inf}, w1{1, -1}, w2{1, 1}, dy{1};

@@ -17,7 +17,7 @@ std::string message_of(F&& f) {
   return "<nothing thrown>";
 }
 
-TEST(types, NamesRoundTrip) {
+TEST(types, names_round_trip) {
   for (dtype t : {dtype::f32, dtype::f64}) EXPECT_EQ(parse_dtype(to_string(t)), t);
   for (weight_layout l : {weight_layout::out_in, weight_layout::in_out})
     EXPECT_EQ(parse_weight_layout(to_string(l)), l);
@@ -29,7 +29,7 @@ TEST(types, NamesRoundTrip) {
   EXPECT_EQ(to_string(value_mode::nonfinite), "nonfinite");
 }
 
-TEST(types, ParseErrorsNameTheAcceptedSpellings) {
+TEST(types, parse_errors_name_the_accepted_spellings) {
   EXPECT_THROW((void)parse_dtype("float"), invalid_problem);
   EXPECT_THROW((void)parse_weight_layout("OUT_IN"), invalid_problem);
   EXPECT_THROW((void)parse_value_mode(""), invalid_problem);
@@ -43,7 +43,7 @@ TEST(types, ParseErrorsNameTheAcceptedSpellings) {
             std::string::npos);
 }
 
-TEST(types, ValidateRejectsNegativeDimensions) {
+TEST(types, validate_rejects_negative_dimensions) {
   EXPECT_THROW((problem{-1, 2, 3}.validate()), invalid_problem);
   EXPECT_THROW((problem{1, -2, 3}.validate()), invalid_problem);
   EXPECT_THROW((problem{1, 2, -3}.validate()), invalid_problem);
@@ -51,7 +51,7 @@ TEST(types, ValidateRejectsNegativeDimensions) {
   EXPECT_NO_THROW((problem{7, 5, 3}.validate()));
 }
 
-TEST(types, WeightShapeFollowsLayout) {
+TEST(types, weight_shape_follows_layout) {
   const problem out_in{7, 5, 3, dtype::f32, weight_layout::out_in};
   const problem in_out{7, 5, 3, dtype::f32, weight_layout::in_out};
   EXPECT_EQ(out_in.w_rows(), 5);
