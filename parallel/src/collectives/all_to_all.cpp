@@ -19,7 +19,7 @@ void all_to_all(channel& ch, const T* in, std::span<const int> send_counts,
     const auto from = static_cast<std::size_t>(mod(r - s, p));
     ch.exchange(in + send_displs[to], send_counts[to], static_cast<int>(to),
                 out + recv_displs[from], recv_counts[from], static_cast<int>(from), mpi_type<T>(),
-                sizeof(T), 41);
+                sizeof(T), tags::all_to_all);
   }
 }
 

@@ -11,10 +11,11 @@ void binomial(channel& ch, std::span<T> buffer, int root) {
   const auto n = static_cast<std::int64_t>(buffer.size());
   int mask = 1;
   while (mask < p && (vr & mask) == 0) mask <<= 1;
-  if (vr != 0) ch.recv(buffer.data(), n, mod(ch.rank - mask, p), mpi_type<T>(), sizeof(T), 31);
+  const MPI_Datatype t = mpi_type<T>();
+  if (vr != 0) ch.recv(buffer.data(), n, mod(ch.rank - mask, p), t, sizeof(T), tags::broadcast);
   for (mask >>= 1; mask > 0; mask >>= 1)
     if (vr + mask < p)
-      ch.send(buffer.data(), n, mod(ch.rank + mask, p), mpi_type<T>(), sizeof(T), 31);
+      ch.send(buffer.data(), n, mod(ch.rank + mask, p), t, sizeof(T), tags::broadcast);
 }
 
 // A chain root → root+1 → … in segments, so every link is busy at once on large buffers.
@@ -23,11 +24,13 @@ void chain(channel& ch, std::span<T> buffer, int root) {
   const int p = ch.size, vr = mod(ch.rank - root, p);
   const auto n = static_cast<std::int64_t>(buffer.size());
   const std::int64_t seg = ch.segment<T>();
+  const MPI_Datatype t = mpi_type<T>();
   for (std::int64_t g0 = 0; g0 < n; g0 += seg) {
     const std::int64_t len = std::min(seg, n - g0);
-    if (vr > 0) ch.recv(buffer.data() + g0, len, mod(ch.rank - 1, p), mpi_type<T>(), sizeof(T), 32);
+    if (vr > 0)
+      ch.recv(buffer.data() + g0, len, mod(ch.rank - 1, p), t, sizeof(T), tags::broadcast);
     if (vr + 1 < p)
-      ch.send(buffer.data() + g0, len, mod(ch.rank + 1, p), mpi_type<T>(), sizeof(T), 32);
+      ch.send(buffer.data() + g0, len, mod(ch.rank + 1, p), t, sizeof(T), tags::broadcast);
   }
 }
 }  // namespace
@@ -35,7 +38,6 @@ void chain(channel& ch, std::span<T> buffer, int root) {
 template <class T>
 void broadcast(channel& ch, std::span<T> buffer, int root) {
   if (ch.size == 1) return;
-  if (ch.defect == collective_defect::broadcast_root_zero) root = 0;
   if (algorithm_of(backend::native, collective::broadcast, ch.size,
                    static_cast<std::int64_t>(buffer.size())) == algorithm::chain)
     chain<T>(ch, buffer, root);

@@ -1,6 +1,7 @@
 #pragma once
 // shardcheck's own collectives, on MPI point-to-point messages (the `native` backend). One file per
-// family; comm (mpi.cpp) dispatches to them and records the bytes they count.
+// family; native_collectives (native_collectives.cpp) dispatches to them and reports the bytes
+// they count.
 //
 //   all-gather(v)      ring: p − 1 steps; at step s rank r passes chunk r − s to r + 1
 //   reduce-scatter(v)  ring: p − 1 steps; chunk j starts at rank j + 1 and collects one addend per
@@ -32,7 +33,7 @@
 #include <span>
 #include <utility>
 
-#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/comm.hpp"
 
 namespace shardcheck::par::native {
 
@@ -41,9 +42,8 @@ struct channel {
   MPI_Comm c = MPI_COMM_NULL;
   int rank = 0, size = 1;
   std::span<std::byte> scratch;
-  collective_defect defect = collective_defect::none;
-  // Started by a comm::start_* call: its tags are offset (a blocking collective may run on the same
-  // communicator meanwhile) and the nonblocking defect applies.
+  // A started collective: its tags are offset by tags::started_offset (a blocking collective may
+  // run on the same communicator meanwhile).
   bool started = false;
   std::int64_t sent = 0, received = 0;  // bytes
 
@@ -83,7 +83,7 @@ class schedule {
   // Finishes the steps whose messages have arrived and posts the next; true when all are done.
   bool test();
   void wait();
-  [[nodiscard]] bool done() const { return next_ >= total_; }
+  [[nodiscard]] bool done() const { return next_ >= steps_; }
   // The channel with the bytes counted so far.
   [[nodiscard]] const channel& counted() const { return ch_; }
 
@@ -111,7 +111,6 @@ class schedule {
     return p + elems * static_cast<std::int64_t>(elem_);
   }
   [[nodiscard]] std::pair<std::int64_t, std::int64_t> chunk(int k) const;
-  void limit_steps();
   // Step t, and what follows it once its messages completed.
   [[nodiscard]] step describe(int t) const;
   void finish(int t);
@@ -128,8 +127,7 @@ class schedule {
   std::span<const int> counts_, displs_;
   std::int64_t seg_ = 0, n_ = 0;  // reduce-scatter segment; recursive doubling's count
   int reduce_steps_ = 0;          // segments · (p − 1); the gather steps follow them
-  int steps_ = 0;                 // the algorithm's steps
-  int total_ = 0, next_ = 0;      // the steps this schedule runs (the defect drops one)
+  int steps_ = 0, next_ = 0;      // the algorithm's steps; the next one to post
   bool posted_ = false;
   MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
@@ -139,10 +137,9 @@ template <class T>
 schedule all_gather(channel ch, T* buffer, std::span<const int> counts,
                     std::span<const int> displs);
 // \note collective over ch.c. out gets counts[rank] elements: the sum of every rank's chunk rank.
-// displs is the communicator's scratch: the reduce_scatter_even_counts defect rewrites it.
 template <class T>
 schedule reduce_scatter(channel ch, const T* in, T* out, std::span<const int> counts,
-                        std::span<int> displs);
+                        std::span<const int> displs);
 // \note collective over ch.c. In place, sum. counts and displs (p entries, the communicator's
 // scratch) receive the balanced chunks the ring runs over.
 template <class T>
@@ -155,5 +152,26 @@ template <class T>
 void all_to_all(channel& ch, const T* in, std::span<const int> send_counts,
                 std::span<const int> send_displs, T* out, std::span<const int> recv_counts,
                 std::span<const int> recv_displs);
+
+// counts as MPI's ints, and their displacements (parts contiguous in rank order), in c and d (at
+// least counts.size() entries each). The counts must have passed validate().
+inline void to_ints(std::span<const std::int64_t> counts, std::span<int> c, std::span<int> d) {
+  std::int64_t off = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    c[r] = static_cast<int>(counts[r]);
+    d[r] = static_cast<int>(off);
+    off += counts[r];
+  }
+}
+
+// Point-to-point messages, the same on both backends (mpi_collectives.cpp). check_message throws
+// invalid_problem naming `what` on a peer outside [0, size), a tag outside [0, tags::p2p_limit)
+// or a count beyond MPI's int.
+void check_message(const message& m, int size, const char* what);
+// MPI_Isend with tag tags::p2p_base + m.tag.
+[[nodiscard]] MPI_Request send_message(MPI_Comm c, int size, const message& m);
+void wait_message(MPI_Request& r);
+// MPI_Recv; m.count + 1 when the message was longer than the buffer.
+std::int64_t recv_message(MPI_Comm c, int size, const message& m);
 
 }  // namespace shardcheck::par::native

@@ -14,11 +14,6 @@ void add(std::byte* dest, const std::byte* a, const std::byte* b, std::int64_t n
   for (std::int64_t i = 0; i < n; ++i) d[i] = x[i] + y[i];
 }
 
-// The tags of started schedules are offset, so that their messages never match those of a blocking
-// collective issued on the same communicator while they are in flight.
-constexpr int started_tags = 100;
-constexpr int tag_gather = 11, tag_reduce = 12, tag_fold = 21, tag_unfold = 22, tag_doubling = 23;
-
 int largest_power_of_two_upto(int p) {
   int q = 1;
   while (2 * q <= p) q *= 2;
@@ -54,10 +49,7 @@ schedule schedule::ring(channel ch, const T* in, T* out, bool reduce, T* data, b
     if (segments * (p - 1) > INT_MAX) throw invalid_problem("native ring: too many steps");
     s.reduce_steps_ = static_cast<int>(segments) * (p - 1);
   }
-  int gather_steps = ch.defect == collective_defect::ring_short_by_one ? p - 2 : p - 1;
-  if (!gather || ch.defect == collective_defect::all_reduce_no_gather) gather_steps = 0;
-  s.steps_ = s.reduce_steps_ + std::max(gather_steps, 0);
-  s.limit_steps();
+  s.steps_ = s.reduce_steps_ + (gather ? p - 1 : 0);
   return s;
 }
 
@@ -74,16 +66,7 @@ schedule schedule::recursive_doubling(channel ch, std::span<T> buffer) {
   // Ranks ≥ q: fold into r − q, get the result back. Ranks < p − q: take the fold, the rounds,
   // hand the result back. The others: the rounds.
   s.steps_ = p == 1 ? 0 : r >= q ? 2 : rounds + (r < p - q ? 2 : 0);
-  s.limit_steps();
   return s;
-}
-
-void schedule::limit_steps() {
-  // The mutant's defect: a started ring ends one step early (every rank alike: rings have as many
-  // steps on every rank).
-  const bool short_by_one = kind_ == kind::ring && ch_.started &&
-                            ch_.defect == collective_defect::nonblocking_short_by_one;
-  total_ = short_by_one ? std::max(steps_ - 1, 0) : steps_;
 }
 
 std::pair<std::int64_t, std::int64_t> schedule::chunk(int k) const {
@@ -93,23 +76,23 @@ std::pair<std::int64_t, std::int64_t> schedule::chunk(int k) const {
 
 schedule::step schedule::describe(int t) const {
   const int p = ch_.size, r = ch_.rank;
-  const int offset = ch_.started ? started_tags : 0;
+  const int offset = ch_.started ? tags::started_offset : 0;
   step st;
   if (kind_ == kind::recursive_doubling) {
     const int q = largest_power_of_two_upto(p);
     std::byte* other = ch_.scratch.data();
     if (r >= q) {
-      if (t == 0) st = {data_, n_, r - q, nullptr, 0, -1, tag_fold};
-      else st = {nullptr, 0, -1, data_, n_, r - q, tag_unfold};
+      if (t == 0) st = {data_, n_, r - q, nullptr, 0, -1, tags::fold};
+      else st = {nullptr, 0, -1, data_, n_, r - q, tags::unfold};
     } else {
       const bool folds = r < p - q;
       const int round = t - (folds ? 1 : 0);
-      if (folds && t == 0) st = {nullptr, 0, -1, other, n_, r + q, tag_fold};
+      if (folds && t == 0) st = {nullptr, 0, -1, other, n_, r + q, tags::fold};
       else if (folds && t + 1 == steps_)
-        st = {data_, n_, r + q, nullptr, 0, -1, tag_unfold};
+        st = {data_, n_, r + q, nullptr, 0, -1, tags::unfold};
       else {
         const int partner = r ^ (1 << round);
-        st = {data_, n_, partner, other, n_, partner, tag_doubling};
+        st = {data_, n_, partner, other, n_, partner, tags::doubling};
       }
     }
     st.tag += offset;
@@ -128,12 +111,13 @@ schedule::step schedule::describe(int t) const {
     const std::byte* const prev = s % 2 == 0 ? a : b;
     const std::int64_t sn = part(sl), rn = part(rl);
     const std::byte* send = s > 0 ? prev : sn > 0 ? at(in_, so + g0) : in_;
-    return {send, sn, mod(r + 1, p), recv, rn, mod(r - 1, p), tag_reduce + offset};
+    return {send, sn, mod(r + 1, p), recv, rn, mod(r - 1, p), tags::ring_reduce + offset};
   }
   const int s = t - reduce_steps_;
   const auto [so, sn] = chunk(r - s);
   const auto [ro, rn] = chunk(r - s - 1);
-  return {at(data_, so), sn, mod(r + 1, p), at(data_, ro), rn, mod(r - 1, p), tag_gather + offset};
+  return {at(data_, so), sn, mod(r + 1, p), at(data_, ro), rn, mod(r - 1, p),
+          tags::ring_gather + offset};
 }
 
 void schedule::finish(int t) {
@@ -170,7 +154,7 @@ void schedule::post(int t) {
 }
 
 bool schedule::test() {
-  while (next_ < total_) {
+  while (next_ < steps_) {
     if (!posted_) post(next_);
     int complete = 0;
     check_mpi(MPI_Testall(2, reqs_, &complete, MPI_STATUSES_IGNORE), "MPI_Testall");
@@ -182,7 +166,7 @@ bool schedule::test() {
 }
 
 void schedule::wait() {
-  while (next_ < total_) {
+  while (next_ < steps_) {
     if (!posted_) post(next_);
     check_mpi(MPI_Waitall(2, reqs_, MPI_STATUSES_IGNORE), "MPI_Waitall");
     posted_ = false;

@@ -120,6 +120,8 @@ struct call {
   std::span<const std::int64_t> counts;
   std::span<const std::int64_t> recv_counts;  // all_to_all
   int root = -1;                              // broadcast
+  // reduce_scatter, all_to_all: elements in `in`; −1 when not stated (then not checked).
+  std::int64_t in_count = -1;
   [[nodiscard]] std::size_t elem_bytes() const { return size_of(type); }
 };
 
@@ -275,8 +277,7 @@ class comm {
   // \note collective over this comm.
   template <class T>
   void broadcast(std::span<T> buffer, int root) {
-    call c{collective::broadcast, dtype_of<T>(), nullptr, buffer.data(),
-           static_cast<std::int64_t>(buffer.size())};
+    call c = make_call<T>(collective::broadcast, nullptr, buffer.data(), buffer.size());
     c.root = root;
     stack_->run(c);
   }
@@ -284,9 +285,10 @@ class comm {
   template <class T>
   void all_to_all(std::span<const T> in, std::span<const std::int64_t> send_counts,
                   std::span<T> out, std::span<const std::int64_t> recv_counts) {
-    call c{collective::all_to_all, dtype_of<T>(), in.data(), out.data(),
-           static_cast<std::int64_t>(out.size()), send_counts};
+    call c = make_call<T>(collective::all_to_all, in.data(), out.data(), out.size());
+    c.counts = send_counts;
     c.recv_counts = recv_counts;
+    c.in_count = static_cast<std::int64_t>(in.size());
     stack_->run(c);
   }
   // \note collective over this comm.
@@ -340,23 +342,36 @@ class comm {
 
  private:
   template <class T>
+  static call make_call(collective kind, const void* in, void* out, std::size_t count) {
+    call c;
+    c.kind = kind;
+    c.type = dtype_of<T>();
+    c.in = in;
+    c.out = out;
+    c.count = static_cast<std::int64_t>(count);
+    return c;
+  }
+  template <class T>
   static call gather_call(std::span<T> buffer, std::span<const std::int64_t> counts) {
-    return {collective::all_gather, dtype_of<T>(), nullptr, buffer.data(),
-            static_cast<std::int64_t>(buffer.size()), counts};
+    call c = make_call<T>(collective::all_gather, nullptr, buffer.data(), buffer.size());
+    c.counts = counts;
+    return c;
   }
   template <class T>
   static call reduce_call(std::span<T> buffer) {
-    return {collective::all_reduce, dtype_of<T>(), nullptr, buffer.data(),
-            static_cast<std::int64_t>(buffer.size())};
+    return make_call<T>(collective::all_reduce, nullptr, buffer.data(), buffer.size());
   }
   template <class T>
   static call scatter_call(std::span<const T> in, std::span<T> out,
                            std::span<const std::int64_t> counts) {
-    return {collective::reduce_scatter, dtype_of<T>(), in.data(), out.data(),
-            static_cast<std::int64_t>(out.size()), counts};
+    call c = make_call<T>(collective::reduce_scatter, in.data(), out.data(), out.size());
+    c.counts = counts;
+    c.in_count = static_cast<std::int64_t>(in.size());
+    return c;
   }
   comm_handle handle_;
   int rank_ = 0, size_ = 0;
+  int axis_ = 0;  // the mesh axis its ledger entries record
   std::unique_ptr<collectives> stack_;
   checked_collectives* checker_ = nullptr;  // inside stack_
   std::vector<std::int64_t> counts_;        // window_counts / scaled_counts scratch

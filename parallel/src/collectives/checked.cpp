@@ -1,0 +1,114 @@
+#include <numeric>
+#include <string>
+
+#include "collectives/native.hpp"
+#include "shardcheck/parallel/comm.hpp"
+
+namespace shardcheck::par {
+
+namespace {
+// What the fingerprint compares: a reduce-scatter's whole input, nothing of an all-to-all's
+// counts (they differ by rank), no element size for a barrier.
+std::int64_t fingerprint_count(const call& c) {
+  switch (c.kind) {
+    case collective::all_gather:
+    case collective::reduce_scatter:
+      return std::accumulate(c.counts.begin(), c.counts.end(), std::int64_t{0});
+    case collective::all_to_all:
+    case collective::barrier: return 0;
+    default: return c.count;
+  }
+}
+}  // namespace
+
+void checked_collectives::attach(ledger* l, int axis, bool fingerprint) {
+  ledger_ = l;
+  axis_ = axis;
+  fingerprint_ = fingerprint;
+  sequence_ = 0;
+}
+
+void checked_collectives::fingerprint(const call& c) {
+  const std::uint64_t seq = sequence_++;
+  if (!fingerprint_) return;
+  const collective kind = c.kind;
+  const std::size_t elem_bytes = kind == collective::barrier ? 0 : c.elem_bytes();
+  const std::int64_t count = fingerprint_count(c);
+  const int root = kind == collective::broadcast ? c.root : -1;
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::uint64_t v : {seq, static_cast<std::uint64_t>(kind), std::uint64_t{elem_bytes},
+                          static_cast<std::uint64_t>(count), static_cast<std::uint64_t>(root)}) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 1099511628211ull;
+  }
+  const auto mine = static_cast<long long>(h >> 1);
+  long long both[2] = {mine, -mine};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, native_handle()),
+            "fingerprint");
+  if (both[0] != -both[1])
+    throw mpi_error("collective mismatch: the ranks of a communicator of size " +
+                    std::to_string(size()) + " disagree at collective #" + std::to_string(seq) +
+                    " (this rank: " + std::string(to_string(kind)) + ", count " +
+                    std::to_string(count) + ", root " + std::to_string(root) + ")");
+}
+
+void checked_collectives::record(const ledger_entry& e) {
+  if (ledger_ != nullptr) ledger_->record(e, axis_);
+}
+
+traffic checked_collectives::run(const call& c) {
+  validate(c, rank(), size());
+  fingerprint(c);
+  const traffic t = inner_->run(c);
+  record(entry_of(c, rank(), size(), t));
+  return t;
+}
+
+void checked_collectives::start(const call& c) {
+  validate(c, rank(), size());
+  if (pending_)
+    throw invalid_problem("start_" + std::string(to_string(c.kind)) +
+                          ": a non-blocking collective is already pending on this comm");
+  fingerprint(c);
+  inner_->start(c);
+  pending_ = true;
+  pending_ledger_ = ledger_;
+  if (ledger_ != nullptr) pending_entry_ = ledger_->entries().size();
+  record(entry_of(c, rank(), size(), {}));
+}
+
+void checked_collectives::finish_started(traffic t) {
+  if (pending_ledger_ != nullptr) pending_ledger_->set_bytes(pending_entry_, t.sent, t.received);
+  pending_ = false;
+  pending_ledger_ = nullptr;
+}
+
+bool checked_collectives::test() {
+  if (!pending_) return true;
+  if (!inner_->test()) return false;
+  finish_started(inner_->wait());
+  return true;
+}
+
+traffic checked_collectives::wait() {
+  const traffic t = inner_->wait();
+  if (pending_) finish_started(t);
+  return t;
+}
+
+MPI_Request checked_collectives::send(const message& m) {
+  native::check_message(m, size(), "send");
+  const MPI_Request r = inner_->send(m);
+  record(send_entry(m.count, m.peer, size_of(m.type)));
+  return r;
+}
+
+std::int64_t checked_collectives::recv(const message& m) {
+  native::check_message(m, size(), "recv");
+  // Recorded with the buffer's size whatever arrives (a short or long message is the kernel's
+  // error, reported by what recv returns).
+  record(recv_entry(m.count, m.peer, size_of(m.type)));
+  return inner_->recv(m);
+}
+
+}  // namespace shardcheck::par
