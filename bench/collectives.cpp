@@ -8,7 +8,8 @@
 //   algbw_GBps  bytes / time
 //   busbw_GBps  algbw × 2(p−1)/p (all-reduce), × (p−1)/p (all-gather, reduce-scatter, all-to-all),
 //               × 1 (broadcast): the bandwidth each link carries, comparable across p
-//   #wrong      elements differing from the exact result, over all ranks, checked once before timing
+//   #wrong      elements differing from the exact result, over all ranks, checked once before
+//   timing
 //
 // Every rank runs identical iteration counts (fixed Iterations; 3 repetitions, medians reported,
 // unless --benchmark_repetitions / --benchmark_report_aggregates_only say otherwise: every rank
@@ -20,16 +21,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpi_bench.hpp"
-#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/comm.hpp"
 
 namespace {
 
 using shardcheck::par::backend;
 using shardcheck::par::collective;
 using shardcheck::par::comm;
+using shardcheck::par::comm_handle;
 using elem = float;
 
 struct collective_spec {
@@ -52,8 +55,7 @@ elem value(int rank, std::int64_t i) { return static_cast<elem>((rank + 1) * 4 +
 buffers make_buffers(collective kind, std::int64_t total, const comm& c) {
   const int p = c.size(), r = c.rank();
   buffers b;
-  for (int q = 0; q < p; ++q)
-    b.counts.push_back(total / p + (q < total % p ? 1 : 0));
+  for (int q = 0; q < p; ++q) b.counts.push_back(total / p + (q < total % p ? 1 : 0));
   std::int64_t my_off = 0;
   for (int q = 0; q < r; ++q) my_off += b.counts[static_cast<std::size_t>(q)];
   const std::int64_t mine = b.counts[static_cast<std::size_t>(r)];
@@ -146,10 +148,9 @@ void bench_collective(benchmark::State& state, collective_spec spec, comm* c, st
     state.SetIterationTime(t);
     elapsed += t;
   }
-  const double algbw =
-      elapsed > 0 ? static_cast<double>(bytes) * static_cast<double>(state.iterations()) /
-                        elapsed / 1e9
-                  : 0.0;
+  const double algbw = elapsed > 0 ? static_cast<double>(bytes) *
+                                         static_cast<double>(state.iterations()) / elapsed / 1e9
+                                   : 0.0;
   state.counters["algbw_GBps"] = algbw;
   state.counters["busbw_GBps"] = algbw * spec.bus_factor(c->size());
   state.counters["#wrong"] = static_cast<double>(wrong);
@@ -166,19 +167,26 @@ int main(int argc, char** argv) {
   shardcheck::par::environment env(argc, argv);
   {
     comm world = comm::world();
-    comm on_mpi = world.split(0, world.rank());
-    comm on_native = world.split(0, world.rank());
-    on_native.set_backend(backend::native);
+    // One communicator per backend, each over its own duplicate of the world.
+    const auto over = [](backend b) {
+      MPI_Comm dup = MPI_COMM_NULL;
+      shardcheck::par::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup");
+      return comm(comm_handle(dup), shardcheck::par::stack_options{b, {}});
+    };
+    comm on_mpi = over(backend::mpi);
+    comm on_native = over(backend::native);
+    const std::pair<backend, comm*> backends[] = {{backend::mpi, &on_mpi},
+                                                  {backend::native, &on_native}};
     std::vector<std::int64_t> sizes;
     for (std::int64_t s = 8; s <= (std::int64_t{64} << 20); s *= 4) sizes.push_back(s);
     sizes.push_back(std::int64_t{64} << 20);
-    for (collective kind : {collective::all_reduce, collective::all_gather,
-                            collective::reduce_scatter, collective::broadcast,
-                            collective::all_to_all})
+    for (collective kind :
+         {collective::all_reduce, collective::all_gather, collective::reduce_scatter,
+          collective::broadcast, collective::all_to_all})
       for (std::int64_t bytes : sizes)
-        for (comm* c : {&on_mpi, &on_native}) {
+        for (const auto& [b, c] : backends) {
           const std::string name = std::string(shardcheck::par::to_string(kind)) + "/" +
-                                   std::string(to_string(c->collectives_backend())) + "/" +
+                                   std::string(shardcheck::par::to_string(b)) + "/" +
                                    std::to_string(bytes);
           benchmark::RegisterBenchmark(name.c_str(), bench_collective, collective_spec{kind}, c,
                                        bytes)

@@ -42,8 +42,8 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   return timed([&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
 }
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                  MPI_Datatype recvtype, MPI_Comm comm) {
   return timed([&] {
     return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                           recvtype, comm);
@@ -95,8 +95,8 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
   return timed([&] { return PMPI_Testall(count, requests, flag, statuses); });
 }
-int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                   MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request* request) {
   return timed(
       [&] { return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request); });
 }

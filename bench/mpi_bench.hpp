@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "comm_clock.hpp"
-#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/comm.hpp"
 
 namespace shardcheck::bench {
 
@@ -31,7 +31,6 @@ inline double max_over_ranks(par::comm& c, double v) {
                  "MPI_Allreduce");
   return v;
 }
-
 
 [[nodiscard]] inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -33,7 +33,10 @@
 #include <vector>
 
 #include "mpi_bench.hpp"
+#include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 #include "shardcheck/parallel/memory.hpp"
+#include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/parallel/registry.hpp"
 #include "shardcheck/properties/harness.hpp"
 
@@ -46,14 +49,14 @@ constexpr std::int64_t rows = 2048, width = 1024;
 constexpr int iterations = 2, repetitions = 5;
 par::comm* world = nullptr;
 
-par::run_case make_case(const par::strategy& s, std::int64_t m) {
+par::run_case make_case(const par::kernel& s, std::int64_t m) {
   par::run_case c;
   c.strategy = s.name();
   c.p = world->size();
   c.prob.M = rows;
   c.prob.N = c.prob.K = width;
-  // One layer per stage, up to the strategy's most layers (further stages pass activations on).
-  const auto layers = std::min<std::size_t>(static_cast<std::size_t>(c.p), s.max_layers());
+  // One layer per stage, up to the kernel's most layers (further stages pass activations on).
+  const auto layers = std::min<std::size_t>(static_cast<std::size_t>(c.p), s.info().max_layers);
   c.prob.hidden.assign(layers - 1, width);
   c.prob.act = activation::relu;
   c.prob.type = dtype::f64;
@@ -64,48 +67,46 @@ par::run_case make_case(const par::strategy& s, std::int64_t m) {
   return c;
 }
 
-void step(benchmark::State& state, const par::strategy& s, std::int64_t m) {
+void step(benchmark::State& state, const par::kernel& s, std::int64_t m) {
   const par::run_case c = make_case(s, m);
   // The backward property on this case first (every rank judges its own blocks).
-  const prop::verdict v =
-      prop::run_on_rank(s, c, *world, static_cast<unsigned>(prop::property::backward));
+  const prop::verdict v = prop::run_on_rank(prop::subject{&s, {}}, c, *world,
+                                            static_cast<unsigned>(prop::property::backward));
   if (v.failed != 0) {
     std::fprintf(stderr, "shardcheck_bench_pipeline: %s\n  replay: %s\n", v.message.c_str(),
                  c.to_string().c_str());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  par::mesh grid(*world, s.mesh_dims(c));
-  grid.set_backend(c.backend);
-  const prop::rank_inputs in = prop::inputs_of(s, c, grid.coords());
-  const par::cost_estimate cost = s.cost(c, grid.coords());
-  par::ledger log;
-  par::context ctx{grid, log};
+  par::mesh grid(*world, s.mesh_dims(c), par::stack_options{c.backend, {}});
+  const par::case_plan plan = par::plan_of(s, c, grid.coords());
+  const prop::rank_inputs in = prop::inputs_of(plan, c);
+  const std::int64_t peak_bound = s.cost(c, plan.coords).peak.value().backward;
+  par::context ctx{grid};
   double idle_share = 0, peak = 0, bound = 0;
   for (auto _ : state) {
     par::any_matrix dx;
     std::vector<par::any_matrix> dws(in.ws.size());
-    log.clear();
     world->barrier();
     comm_clock = {true, 0.0};
     mem::peak_scope scope;
     const double t0 = MPI_Wtime();
-    s.backward_layers(ctx, c, in.x, in.ws, in.dy, dx, dws);
+    s.backward(ctx, c, par::backward_io{in.x, in.ws, in.dy, dx, dws});
     const double mine = MPI_Wtime() - t0;
     comm_clock.running = false;
     const double slowest = bench::max_over_ranks(*world, mine);
     state.SetIterationTime(slowest);
     // Idle: inside MPI, or done before the slowest rank (the step ends for everyone together).
     double idle = 1.0 - (mine - comm_clock.seconds) / slowest;
-    par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &idle, 1, MPI_DOUBLE, MPI_SUM,
-                                 world->native_handle()),
-                   "MPI_Allreduce");
+    par::check_mpi(
+        MPI_Allreduce(MPI_IN_PLACE, &idle, 1, MPI_DOUBLE, MPI_SUM, world->native_handle()),
+        "MPI_Allreduce");
     idle_share += idle / world->size();
     const auto peak_here = static_cast<double>(scope.peak());
     const double worst_peak = bench::max_over_ranks(*world, peak_here);
     if (worst_peak > peak) {
       peak = worst_peak;
       // The bound of the rank that peaks highest (a rank's bound counts its own stage).
-      double mine_bound = peak_here == worst_peak ? static_cast<double>(cost.peak_backward) : 0;
+      double mine_bound = peak_here == worst_peak ? static_cast<double>(peak_bound) : 0;
       bound = bench::max_over_ranks(*world, mine_bound);
     }
   }
@@ -125,12 +126,11 @@ int main(int argc, char** argv) {
   world = &w;
   const par::registry strategies = par::builtin_strategies();
   for (const char* name : {"pipeline_gpipe", "pipeline_1f1b"}) {
-    const par::strategy& s = *strategies.find(name);
+    const par::kernel& s = *strategies.find(name);
     for (std::int64_t m : {1, 2, 4, 8, 16}) {
       const std::string label =
           std::string(name) + "/p=" + std::to_string(w.size()) + "/m=" + std::to_string(m);
-      benchmark::RegisterBenchmark(label.c_str(),
-                                   [&s, m](benchmark::State& st) { step(st, s, m); })
+      benchmark::RegisterBenchmark(label.c_str(), [&s, m](benchmark::State& st) { step(st, s, m); })
           ->UseManualTime()
           ->Iterations(iterations)
           ->Repetitions(repetitions)

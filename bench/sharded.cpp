@@ -4,8 +4,9 @@
 //
 // Per (M, B), four timings of the same buckets, taken in turn inside each iteration (the order
 // rotates, so drift and warm caches hit them alike), each the slowest rank's wall time:
-//   t_compute  forward with every gather skipped (sharded_weights' skips_gathers baseline: the same
-//              buffers, own-row copies, products and progress calls, no collective)
+//   t_compute  forward with every gather skipped (compute_only below, through sharded_weights'
+//              start_gathers hook: the same buffers, own-row copies, products and progress
+//              calls, no collective)
 //   t_comm     the same gathers one after another, without the products
 //   t_serial   forward with overlap=0: each gather waited for, then its products
 //   t_overlap  forward with overlap=1 (the manual time): gather i+1 in flight during products i
@@ -37,11 +38,11 @@
 #include <vector>
 
 #include "mpi_bench.hpp"
+#include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 #include "shardcheck/parallel/memory.hpp"
-#include "shardcheck/parallel/mpi.hpp"
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/properties/harness.hpp"
-#include "shardcheck/reference/data.hpp"
 #include "strategies/sharded_weights.hpp"
 
 namespace {
@@ -50,8 +51,17 @@ using namespace shardcheck;
 constexpr std::int64_t width = 2048;  // N = K
 constexpr std::int64_t w_bytes = width * width * static_cast<std::int64_t>(sizeof(double));
 par::comm* world = nullptr;
+
+// The compute-only baseline: the same buckets, buffers (this rank's rows copied in), products and
+// progress calls as sharded_weights, with no gather started. Its Y is wrong wherever another rank
+// owns W rows, so it is timed only, never checked.
+class compute_only_weights final : public par::sharded_weights {
+ protected:
+  [[nodiscard]] bool start_gathers() const override { return false; }
+};
+
 const par::sharded_weights strategy;
-const par::sharded_weights compute_only(par::sharded_weights::defect::skips_gathers);
+const compute_only_weights compute_only;
 
 par::run_case make_case(std::int64_t m, std::int64_t divisor, int overlap) {
   par::run_case c;
@@ -71,12 +81,11 @@ par::run_case make_case(std::int64_t m, std::int64_t divisor, int overlap) {
 void sharded_forward(benchmark::State& st) {
   const par::run_case overlapped = make_case(st.range(0), st.range(1), 1),
                       serial = make_case(st.range(0), st.range(1), 0);
-  par::mesh grid(*world, {world->size()});
-  const prop::rank_inputs in = prop::inputs_of(strategy, overlapped, grid.coords());
-  const par::any_matrix &x = in.x, &w = in.ws.front();
-  par::ledger log;
-  par::context ctx{grid, log};
-  grid.attach(nullptr, false);
+  par::mesh grid(*world, strategy.mesh_dims(overlapped),
+                 par::stack_options{overlapped.backend, {}});
+  const par::case_plan case_plan = par::plan_of(strategy, overlapped, grid.coords());
+  const prop::rank_inputs in = prop::inputs_of(case_plan, overlapped);
+  par::context ctx{grid};
   par::comm& axis = grid.axis(0);
   const par::bucket_plan plan = par::plan_buckets(overlapped);
   const par::partition& rows = overlapped.part(par::weight_row_key(overlapped));
@@ -87,7 +96,7 @@ void sharded_forward(benchmark::State& st) {
       const auto n = static_cast<std::size_t>((plan.hi(i) - plan.lo(i)) * plan.cols);
       axis.start_all_gather<double>(std::span<double>(gather_buffer.data(), n),
                                     axis.window_counts(rows, plan.lo(i), plan.hi(i), plan.cols));
-      axis.wait_all_gather();
+      axis.wait_pending();
     }
   };
   enum part { compute, comm, serial_fw, overlap_fw, in_mpi, parts };
@@ -98,19 +107,20 @@ void sharded_forward(benchmark::State& st) {
     for (int turn = 0; turn < in_mpi; ++turn) {
       const int which = static_cast<int>((turn + iteration) % in_mpi);
       par::any_matrix y;
+      const par::forward_io io{in.x, in.ws, y};
       double t = 0;
       if (which == compute) {
-        t = bench::timed(*world, [&] { compute_only.forward(ctx, overlapped, x, w, y); });
+        t = bench::timed(*world, [&] { compute_only.forward(ctx, overlapped, io); });
       } else if (which == comm) {
         t = bench::timed(*world, gathers_only);
       } else if (which == serial_fw) {
-        t = bench::timed(*world, [&] { strategy.forward(ctx, serial, x, w, y); });
+        t = bench::timed(*world, [&] { strategy.forward(ctx, serial, io); });
       } else {
         double measured = 0;
         t = bench::timed(*world, [&] {
           mem::peak_scope scope;
           bench::comm_clock = {true, 0.0};
-          strategy.forward(ctx, overlapped, x, w, y);
+          strategy.forward(ctx, overlapped, io);
           bench::comm_clock.running = false;
           measured = static_cast<double>(scope.peak());
         });
@@ -124,7 +134,7 @@ void sharded_forward(benchmark::State& st) {
   }
   std::array<double, parts> t{};
   for (std::size_t i = 0; i < parts; ++i) t[i] = bench::median(seconds[i]);
-  const auto cost = strategy.cost(overlapped, std::vector<int>{world->rank()});
+  const par::claims cost = strategy.cost(overlapped, case_plan.coords);
   st.counters["buckets"] = static_cast<double>(plan.count);
   st.counters["t_compute_ms"] = 1e3 * t[compute];
   st.counters["t_comm_ms"] = 1e3 * t[comm];
@@ -136,7 +146,7 @@ void sharded_forward(benchmark::State& st) {
   st.counters["serial_over_sum"] = t[serial_fw] / (t[compute] + t[comm]);
   st.counters["peak_MiB"] = peak / (1 << 20);
   st.counters["bound_MiB"] =
-      bench::max_over_ranks(*world, static_cast<double>(cost.peak_forward)) / (1 << 20);
+      bench::max_over_ranks(*world, static_cast<double>(cost.peak.value().forward)) / (1 << 20);
 }
 
 constexpr std::array<std::int64_t, 3> divisors{1, 4, 16};
@@ -156,7 +166,9 @@ BENCHMARK(sharded_forward)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(sharded_forward)
-    ->Apply([](benchmark::internal::Benchmark* b) { configurations(b, {64, 128, 256}); })
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      configurations(b, {64, 128, 256});
+    })
     ->Iterations(20)
     ->DisplayAggregatesOnly()
     ->UseManualTime()
@@ -172,7 +184,7 @@ int main(int argc, char** argv) {
   for (std::int64_t m : {2048, 64, 128, 256})
     for (std::int64_t divisor : divisors) {
       const par::run_case c = make_case(m, divisor, 1);
-      const auto v = prop::run_on_rank(strategy, c, w,
+      const auto v = prop::run_on_rank(prop::subject{&strategy, {}}, c, w,
                                        static_cast<unsigned>(prop::property::runs) |
                                            static_cast<unsigned>(prop::property::forward));
       int failed = v.failed != 0 ? 1 : 0;
@@ -182,12 +194,13 @@ int main(int argc, char** argv) {
         return 1;
       }
       if (w.rank() == 0)
-        std::printf("checked: %s (worst error %.2f·u·mag)\n", c.to_string().c_str(),
-                    v.worst_error);
+        std::printf("checked: %s (worst error %.2f·u·mag)\n", c.to_string().c_str(), v.worst_error);
     }
   bench::silent_reporter quiet;
-  if (w.rank() == 0) benchmark::RunSpecifiedBenchmarks();
-  else benchmark::RunSpecifiedBenchmarks(&quiet);
+  if (w.rank() == 0)
+    benchmark::RunSpecifiedBenchmarks();
+  else
+    benchmark::RunSpecifiedBenchmarks(&quiet);
   benchmark::Shutdown();
   return 0;
 }

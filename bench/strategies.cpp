@@ -40,7 +40,8 @@
 // Each benchmark checks its result once before timing: sampled rows of this rank's Y block against
 // a plain triple loop, within the error bound of reference/bound.hpp (a stack: against
 // ref::stack_expect, within its per-element bound for the strategy's chains per layer); a wrong
-// result aborts the whole job with MPI_Abort and the case's replay line.
+// result aborts the whole job with MPI_Abort and the case's replay line. A kernel that claims no
+// chains of additions has no bound to be checked against: it is skipped, with a note.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <mpi.h>
@@ -63,12 +64,13 @@
 
 #include "mpi_bench.hpp"
 #include "shardcheck/parallel/case.hpp"
+#include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 #include "shardcheck/parallel/ledger.hpp"
 #include "shardcheck/parallel/matrix.hpp"
 #include "shardcheck/parallel/memory.hpp"
-#include "shardcheck/parallel/mpi.hpp"
+#include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/parallel/registry.hpp"
-#include "shardcheck/parallel/strategy.hpp"
 #include "shardcheck/reference/check.hpp"
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
@@ -85,7 +87,7 @@ using matrix = par::matrix<double>;
 struct shape {
   std::string name;  // M×N×K, and for a stack /H=…/relu
   std::int64_t m, n, k;
-  int iterations;    // per repetition, fixed (see the top of the file)
+  int iterations;          // per repetition, fixed (see the top of the file)
   std::size_t layers = 1;  // a stack when > 1: every hidden width is K, act=relu
 };
 constexpr int repetitions = 5;
@@ -143,20 +145,11 @@ constexpr auto mode = sc::value_mode::uniform;
   std::abort();
 }
 
-// The data of W_{layer+1}, as properties/src/harness.cpp generates it: W_1 is tensor_id::w, W_2
-// tensor_id::w2, W_l for l ≥ 3 id 8 + l.
-[[nodiscard]] std::uint32_t weight_id(std::size_t layer) {
-  if (layer == 0) return static_cast<std::uint32_t>(ref::tensor_id::w);
-  if (layer == 1) return static_cast<std::uint32_t>(ref::tensor_id::w2);
-  return static_cast<std::uint32_t>(8 + layer + 1);
-}
-
 [[nodiscard]] matrix generate(std::uint32_t id, const par::block& b) {
   matrix m(static_cast<std::size_t>(b.rows), static_cast<std::size_t>(b.cols));
-  ref::fill_block<double>(mode, seed, id,
-                          static_cast<std::uint64_t>(b.row0), static_cast<std::uint64_t>(b.rows),
-                          static_cast<std::uint64_t>(b.col0), static_cast<std::uint64_t>(b.cols),
-                          m.data.data());
+  ref::fill_block<double>(mode, seed, id, static_cast<std::uint64_t>(b.row0),
+                          static_cast<std::uint64_t>(b.rows), static_cast<std::uint64_t>(b.col0),
+                          static_cast<std::uint64_t>(b.cols), m.data.data());
   return m;
 }
 [[nodiscard]] matrix generate(ref::tensor_id id, const par::block& b) {
@@ -169,8 +162,9 @@ constexpr auto mode = sc::value_mode::uniform;
   const bool out_in = p.layout == sc::weight_layout::out_in;
   std::vector<matrix> ws;
   for (std::size_t l = 0; l + 1 < d.size(); ++l)
-    ws.push_back(generate(weight_id(l), out_in ? par::block{0, d[l + 1], 0, d[l]}
-                                               : par::block{0, d[l], 0, d[l + 1]}));
+    ws.push_back(
+        generate(par::data_id_of(par::tensor_slot{par::tensor::w, l}),
+                 out_in ? par::block{0, d[l + 1], 0, d[l]} : par::block{0, d[l], 0, d[l + 1]}));
   return ws;
 }
 
@@ -221,7 +215,8 @@ constexpr auto mode = sc::value_mode::uniform;
 
 // A stack's counterpart of check_y: about 8 evenly spaced rows of y (this rank's block b of Y)
 // against ref::stack_expect on the same rows of X, within its per-element bound for the chains
-// per layer `chains` (the strategy's cost().layer_chains). Returns an empty string when they pass.
+// per layer `chains` (the kernel's claimed chains per layer). Returns an empty string when they
+// pass.
 [[nodiscard]] std::string check_stack_y(const sc::problem& p, const par::block& b, const matrix& y,
                                         const std::vector<par::chain_lengths>& chains) {
   std::ostringstream os;
@@ -255,8 +250,8 @@ constexpr auto mode = sc::value_mode::uniform;
     const std::int64_t li = samples == 1 ? 0 : s * (b.rows - 1) / (samples - 1);
     picked.push_back(li);
     const matrix row = generate(ref::tensor_id::x, {b.row0 + li, 1, 0, p.K});
-    std::copy(row.data.begin(), row.data.end(), x.begin() + static_cast<std::ptrdiff_t>(s) *
-                                                              static_cast<std::ptrdiff_t>(k));
+    std::copy(row.data.begin(), row.data.end(),
+              x.begin() + static_cast<std::ptrdiff_t>(s) * static_cast<std::ptrdiff_t>(k));
   }
   const auto want = ref::stack_expect<double>(shape, static_cast<std::size_t>(samples), x.data(),
                                               w_ptrs, nullptr, par_chains, p.type);
@@ -265,13 +260,13 @@ constexpr auto mode = sc::value_mode::uniform;
   const auto cols = static_cast<std::size_t>(b.cols), col0 = static_cast<std::size_t>(b.col0);
   for (std::size_t s = 0; s < picked.size(); ++s) {
     const std::int64_t li = picked[s];
-    const auto bad = ref::compare_block<double>(
-        1, cols, y.row(static_cast<std::size_t>(li)), cols, want.y.data() + s * n + col0, n,
-        want.y_bound.data() + s * n + col0, n, opt);
+    const auto bad = ref::compare_block<double>(1, cols, y.row(static_cast<std::size_t>(li)), cols,
+                                                want.y.data() + s * n + col0, n,
+                                                want.y_bound.data() + s * n + col0, n, opt);
     if (!bad) continue;
     os << "Y[i=" << b.row0 + li << ", j=" << b.col0 + static_cast<std::int64_t>(bad->col)
-       << "]: got " << bad->got << ", expected " << bad->expected << ", stack bound "
-       << bad->bound << " (error = " << bad->ratio << "·bound)";
+       << "]: got " << bad->got << ", expected " << bad->expected << ", stack bound " << bad->bound
+       << " (error = " << bad->ratio << "·bound)";
     if (!bad->reason.empty()) os << " [" << bad->reason << "]";
     return os.str();
   }
@@ -306,9 +301,9 @@ std::pair<double, double> timed_loop(benchmark::State& state, Work&& work) {
 // Per-repetition seconds per iteration of reference/<shape>, for ideal_speedup_ratio.
 std::map<std::string, std::vector<double>> reference_seconds;
 
-// The case a strategy runs for a shape on p ranks: balanced partitions, default parameters.
-// Throws invalid_problem when the strategy cannot run it.
-[[nodiscard]] par::run_case case_for(const par::strategy& s, const shape& sh, int p) {
+// The case a kernel runs for a shape on p ranks: balanced partitions, default parameters.
+// Throws invalid_problem when the kernel cannot run it.
+[[nodiscard]] par::run_case case_for(const par::kernel& s, const shape& sh, int p) {
   par::run_case c;
   c.strategy = s.name();
   c.p = p;
@@ -335,7 +330,7 @@ struct strategy_setup {
   par::ledger log;
   double bytes_moved = 0, peak_bytes = 0;
   strategy_setup(par::run_case rc, const par::comm& world, std::vector<int> dims)
-      : c(std::move(rc)), grid(world, std::move(dims)) {}
+      : c(std::move(rc)), grid(world, std::move(dims), par::stack_options{c.backend, {}}) {}
 };
 
 class bench_state {
@@ -392,7 +387,7 @@ class bench_state {
     state.counters["GFLOP/s"] = flops(sh) / per_iteration / 1e9;
   }
 
-  void strategy(benchmark::State& state, const par::strategy& s, const shape& sh) {
+  void strategy(benchmark::State& state, const par::kernel& s, const shape& sh) {
     const std::string key = s.name() + "/" + sh.name;
     if (key_ != key) {
       reset();
@@ -400,11 +395,12 @@ class bench_state {
       setup_strategy(s, sh, key);
     }
     strategy_setup& st = *strat_;
-    par::context ctx{st.grid, st.log};
-    st.grid.attach(&st.log, false);  // the fingerprint check is verification, not the strategy
+    par::context ctx{st.grid};
+    st.grid.attach(&st.log, false);  // the fingerprint check is verification, not the kernel
+    const par::forward_io io{st.x, st.ws, st.y};
     const auto [total, in_collectives] = timed_loop(state, [&] {
       st.log.clear();
-      s.forward_layers(ctx, st.c, st.x, st.ws, st.y);
+      s.forward(ctx, st.c, io);
     });
     st.grid.attach(nullptr, false);
     const double per_iteration = total / static_cast<double>(state.iterations());
@@ -430,33 +426,33 @@ class bench_state {
   }
 
  private:
-  void setup_strategy(const par::strategy& s, const shape& sh, const std::string& key) {
+  void setup_strategy(const par::kernel& s, const shape& sh, const std::string& key) {
     par::run_case c = case_for(s, sh, world_.size());
     try {
       strat_ = std::make_unique<strategy_setup>(c, world_, s.mesh_dims(c));
       strategy_setup& st = *strat_;
-      const std::vector<int> coords = st.grid.coords();
-      st.x = generate(ref::tensor_id::x, par::block_of(s, c, par::tensor::x, coords));
-      for (const par::tensor_slot& t : par::tensors_of(c))
-        if (t.t == par::tensor::w)
-          st.ws.emplace_back(generate(weight_id(t.layer), par::block_of(s, c, t, coords)));
-      par::context ctx{st.grid, st.log};
+      const par::case_plan plan = par::plan_of(s, c, st.grid.coords());
+      for (const par::tensor_plan& t : plan.tensors) {
+        if (t.slot.t == par::tensor::x) st.x = generate(t.data_id, t.region);
+        if (t.slot.t == par::tensor::w) st.ws.emplace_back(generate(t.data_id, t.region));
+      }
+      par::context ctx{st.grid};
       st.grid.attach(&st.log, true);
       st.log.set_phase(par::phase::forward);
       {
         sc::mem::peak_scope scope;
-        s.forward_layers(ctx, c, st.x, st.ws, st.y);
+        s.forward(ctx, c, par::forward_io{st.x, st.ws, st.y});
         st.peak_bytes = static_cast<double>(scope.peak());
       }
       st.grid.attach(nullptr, false);
       for (const par::ledger_entry& e : st.log.entries())
         st.bytes_moved += static_cast<double>(e.bytes_sent + e.bytes_received);
-      const par::block yb = par::block_of(s, c, par::tensor::y, coords);
-      const par::cost_estimate cost = s.cost(c, coords);
+      const par::block yb = plan[par::tensor::y].region;
+      const par::claims cost = s.cost(c, plan.coords);
+      if (!cost.chains) throw sc::invalid_problem("no chains of additions claimed on this rank");
       const std::string bad =
-          c.prob.layers() > 1
-              ? check_stack_y(c.prob, yb, std::get<matrix>(st.y), cost.layer_chains)
-              : check_y(c.prob, yb, std::get<matrix>(st.y), cost.chains.y);
+          c.prob.layers() > 1 ? check_stack_y(c.prob, yb, std::get<matrix>(st.y), *cost.chains)
+                              : check_y(c.prob, yb, std::get<matrix>(st.y), cost.chains->at(0).y);
       if (!bad.empty()) abort_job(key + ": wrong result: " + bad + "\n  replay: " + c.to_string());
     } catch (const std::exception& e) {
       abort_job(key + ": " + e.what() + "\n  replay: " + c.to_string());
@@ -507,8 +503,9 @@ int main(int argc, char** argv) {
     if (starts_with(a, "--benchmark_enable_random_interleaving") &&
         a != "--benchmark_enable_random_interleaving=false") {
       if (rank == 0)
-        std::fprintf(stderr, "shardcheck_bench: random interleaving is not supported under MPI "
-                             "(ranks would run benchmarks in different orders)\n");
+        std::fprintf(stderr,
+                     "shardcheck_bench: random interleaving is not supported under MPI "
+                     "(ranks would run benchmarks in different orders)\n");
       return 2;
     }
     if (a == "--benchmark_list_tests" || a == "--benchmark_list_tests=true") listing = true;
@@ -533,8 +530,8 @@ int main(int argc, char** argv) {
   };
   // A stack strategy runs one layer per rank where it can (a pipeline: one layer per stage),
   // within the layer counts it takes.
-  const auto layers_of = [size](const par::strategy& s) {
-    return std::clamp(static_cast<std::size_t>(size), s.min_layers(), s.max_layers());
+  const auto layers_of = [size](const par::kernel& s) {
+    return std::clamp(static_cast<std::size_t>(size), s.info().min_layers, s.info().max_layers);
   };
   // Each shape once per layer count some strategy runs: 1, and stacks of L > 1.
   std::vector<std::size_t> layer_counts{1};
@@ -553,19 +550,23 @@ int main(int argc, char** argv) {
     for (const auto& s : strategies.all()) {
       if (layers_of(*s) != sh.layers) continue;  // it runs on the shape with its own count
       try {
-        (void)case_for(*s, sh, size);
+        const par::run_case c = case_for(*s, sh, size);
+        // The same decision on every rank: rank 0's claims.
+        if (!s->cost(c, par::coords_of(0, s->mesh_dims(c))).chains)
+          throw sc::invalid_problem(
+              "it claims no chains of additions, so its result has no "
+              "error bound to check it against");
       } catch (const std::exception& e) {
         if (rank == 0)
           std::fprintf(stderr, "shardcheck_bench: skipping %s/%s at p=%d: %s\n", s->name().c_str(),
                        sh.name.c_str(), size, e.what());
         continue;
       }
-      const par::strategy& strategy = *s;
-      configure(benchmark::RegisterBenchmark(
-                    (s->name() + "/" + sh.name).c_str(),
-                    [&bench, &strategy, &sh](benchmark::State& state) {
-                      bench.strategy(state, strategy, sh);
-                    }),
+      const par::kernel& strategy = *s;
+      configure(benchmark::RegisterBenchmark((s->name() + "/" + sh.name).c_str(),
+                                             [&bench, &strategy, &sh](benchmark::State& state) {
+                                               bench.strategy(state, strategy, sh);
+                                             }),
                 sh);
     }
   }

@@ -19,14 +19,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mpi_bench.hpp"
-#include "shardcheck/parallel/mpi.hpp"
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/kernel.hpp"
+#include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/properties/harness.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/check.hpp"
@@ -64,7 +65,8 @@ const par::summa strategy;
 
 void report_rate(benchmark::State& st, const shape& sh, double seconds) {
   const double flops = 2.0 * sh.m * sh.n * sh.k;
-  st.counters["GFLOPs"] = seconds > 0 ? flops * static_cast<double>(st.iterations()) / seconds / 1e9 : 0;
+  st.counters["GFLOPs"] =
+      seconds > 0 ? flops * static_cast<double>(st.iterations()) / seconds / 1e9 : 0;
 }
 
 // --- SUMMA ------------------------------------------------------------------------------------
@@ -87,17 +89,15 @@ par::run_case summa_case(const shape& sh, int pr) {
 
 void summa_forward(benchmark::State& st, shape sh, int pr) {
   const par::run_case c = summa_case(sh, pr);
-  par::mesh grid(*world, strategy.mesh_dims(c));
-  const prop::rank_inputs in = prop::inputs_of(strategy, c, grid.coords());
-  const par::any_matrix& x = in.x;
-  const par::any_matrix& w = in.ws.front();
-  par::ledger log;
-  par::context ctx{grid, log};
-  grid.attach(nullptr, false);
+  par::mesh grid(*world, strategy.mesh_dims(c), par::stack_options{c.backend, {}});
+  const prop::rank_inputs in = prop::inputs_of(par::plan_of(strategy, c, grid.coords()), c);
+  par::context ctx{grid};
   double total = 0;
   for (auto _ : st) {
     par::any_matrix y;
-    const double t = bench::timed(*world, [&] { strategy.forward(ctx, c, x, w, y); });
+    const double t = bench::timed(*world, [&] {
+      strategy.forward(ctx, c, par::forward_io{in.x, in.ws, y});
+    });
     total += t;
     st.SetIterationTime(t);
   }
@@ -149,17 +149,21 @@ class pdgemm_run {
       const auto rows = static_cast<std::size_t>(mr), cols = static_cast<std::size_t>(nc);
       std::vector<double> x(rows * k), w(cols * k), want(rows * cols), mag(rows * cols),
           got(rows * cols);
-      ref::fill_block<double>(value_mode::uniform, seed, static_cast<std::uint32_t>(ref::tensor_id::x),
+      ref::fill_block<double>(value_mode::uniform, seed,
+                              static_cast<std::uint32_t>(ref::tensor_id::x),
                               static_cast<std::uint64_t>(r0), rows, 0, k, x.data());
-      ref::fill_block<double>(value_mode::uniform, seed, static_cast<std::uint32_t>(ref::tensor_id::w),
+      ref::fill_block<double>(value_mode::uniform, seed,
+                              static_cast<std::uint32_t>(ref::tensor_id::w),
                               static_cast<std::uint64_t>(c0), cols, 0, k, w.data());
-      ref::linear_forward<double>(weight_layout::out_in, rows, cols, k, x.data(), w.data(), want.data());
+      ref::linear_forward<double>(weight_layout::out_in, rows, cols, k, x.data(), w.data(),
+                                  want.data());
       ref::magnitude_forward<double>(weight_layout::out_in, rows, cols, k, x.data(), w.data(),
                                      mag.data());
       for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t j = 0; j < cols; ++j)
-          got[i * cols + j] = c_.data[static_cast<std::size_t>(lj) * static_cast<std::size_t>(c_.desc[8]) +
-                                      static_cast<std::size_t>(li) + j * static_cast<std::size_t>(c_.desc[8]) + i];
+          got[i * cols + j] =
+              c_.data[static_cast<std::size_t>(lj) * static_cast<std::size_t>(c_.desc[8]) +
+                      static_cast<std::size_t>(li) + j * static_cast<std::size_t>(c_.desc[8]) + i];
       for (std::size_t i = 0; i < got.size(); ++i)
         if (mag[i] > 0) worst = std::max(worst, std::abs(got[i] - want[i]) / (u * mag[i]));
       const auto m = ref::compare_block<double>(rows, cols, got.data(), cols, want.data(), cols,
@@ -196,7 +200,8 @@ class pdgemm_run {
     int info = 0;
     descinit_(mat.desc, &rows, &cols, &nb, &nb, &zero, &zero, &context_, &lld, &info);
     if (info != 0) throw error("descinit_ failed: info " + std::to_string(info));
-    mat.data.assign(static_cast<std::size_t>(lld) * static_cast<std::size_t>(std::max(1, mat.local_cols)), 0.0);
+    mat.data.assign(
+        static_cast<std::size_t>(lld) * static_cast<std::size_t>(std::max(1, mat.local_cols)), 0.0);
     if (!id) return mat;
     std::vector<double> tile(static_cast<std::size_t>(nb) * nb);
     for_each_block(mat, [&](int r0, int mr, int c0, int nc, int li, int lj) {
@@ -249,7 +254,7 @@ int main(int argc, char** argv) {
       if (w.size() % pr != 0) continue;
       // Check once before timing: SUMMA through the forward property, PDGEMM block by block.
       const par::run_case c = summa_case(sh, pr);
-      const auto v = prop::run_on_rank(strategy, c, w,
+      const auto v = prop::run_on_rank(prop::subject{&strategy, {}}, c, w,
                                        static_cast<unsigned>(prop::property::runs) |
                                            static_cast<unsigned>(prop::property::forward));
       if (!all_passed(v.failed == 0)) {
@@ -275,13 +280,16 @@ int main(int argc, char** argv) {
         (void)bench::max_over_ranks(*world, v.worst_error);
       const std::string suffix = std::string("/") + sh.name + "/grid:" + std::to_string(pr) + "x" +
                                  std::to_string(w.size() / pr);
-      for (auto* b : {benchmark::RegisterBenchmark(("summa" + suffix).c_str(), summa_forward, sh, pr),
-                      benchmark::RegisterBenchmark(("pdgemm" + suffix).c_str(), pdgemm_forward, sh, pr)})
+      for (auto* b :
+           {benchmark::RegisterBenchmark(("summa" + suffix).c_str(), summa_forward, sh, pr),
+            benchmark::RegisterBenchmark(("pdgemm" + suffix).c_str(), pdgemm_forward, sh, pr)})
         b->Iterations(3)->Repetitions(5)->UseManualTime()->Unit(benchmark::kMillisecond);
     }
   bench::silent_reporter quiet;
-  if (w.rank() == 0) benchmark::RunSpecifiedBenchmarks();
-  else benchmark::RunSpecifiedBenchmarks(&quiet);
+  if (w.rank() == 0)
+    benchmark::RunSpecifiedBenchmarks();
+  else
+    benchmark::RunSpecifiedBenchmarks(&quiet);
   benchmark::Shutdown();
   return 0;
 }

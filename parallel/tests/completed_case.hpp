@@ -1,5 +1,6 @@
 #pragma once
-// A case from its replay line, completed and validated against the built-in strategy it names.
+// The built-in kernels, and a case from its replay line completed and validated against the
+// built-in kernel it names.
 #include <stdexcept>
 #include <string>
 
@@ -7,12 +8,20 @@
 
 namespace shardcheck::par {
 
+inline const registry& builtins() {
+  static const registry r = builtin_strategies();
+  return r;
+}
+
+inline const kernel& builtin(const std::string& name) {
+  const kernel* k = builtins().find(name);
+  if (k == nullptr) throw std::invalid_argument("no built-in kernel '" + name + "'");
+  return *k;
+}
+
 inline run_case completed(const std::string& line) {
-  const registry r = builtin_strategies();
   run_case c = run_case::parse(line);
-  const strategy* s = r.find(c.strategy);
-  if (s == nullptr) throw std::invalid_argument("no built-in strategy '" + c.strategy + "'");
-  complete_and_validate(*s, c);
+  complete_and_validate(builtin(c.strategy), c);
   return c;
 }
 

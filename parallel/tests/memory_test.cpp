@@ -7,7 +7,7 @@
 
 using namespace shardcheck;
 
-TEST(Memory, TrackedBuffersCountAtTheirPeak) {
+TEST(peak_scope, counts_tracked_buffers_at_their_peak) {
   mem::peak_scope scope;
   {
     par::matrix<double> a(10, 10);
@@ -17,14 +17,14 @@ TEST(Memory, TrackedBuffersCountAtTheirPeak) {
   EXPECT_EQ(scope.peak(), 800u + 160u);
 }
 
-TEST(Memory, GlobalNewIsCountedInTestBinaries) {
+TEST(peak_scope, counts_global_new_in_test_binaries) {
   ASSERT_TRUE(mem::global_new_tracked());
   mem::peak_scope scope;
   { std::vector<char> v(12345); }
   EXPECT_EQ(scope.peak(), 12345u);
 }
 
-TEST(Memory, NestedScopesKeepTheOuterPeak) {
+TEST(peak_scope, nested_scopes_keep_the_outer_peak) {
   mem::peak_scope outer;
   { std::vector<char> big(5000); }
   {
