@@ -14,14 +14,14 @@
 
 namespace shardcheck::par {
 
-void registry::add(std::unique_ptr<strategy> s) {
-  if (find(s->name()) != nullptr) throw error("strategy '" + s->name() + "' registered twice");
-  items_.push_back(std::move(s));
+void registry::add(std::unique_ptr<kernel> k) {
+  if (find(k->name()) != nullptr) throw error("kernel '" + k->name() + "' registered twice");
+  items_.push_back(std::move(k));
 }
 
-const strategy* registry::find(std::string_view name) const {
-  for (const auto& s : items_)
-    if (s->name() == name) return s.get();
+const kernel* registry::find(std::string_view name) const {
+  for (const auto& k : items_)
+    if (k->name() == name) return k.get();
   return nullptr;
 }
 

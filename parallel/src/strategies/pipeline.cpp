@@ -45,7 +45,7 @@ std::string width_name(const run_case& c, std::size_t j) {
   const bool out_in = c.prob.layout == weight_layout::out_in;
   const auto names = dim_names(tensor_slot{tensor::w, j < layers ? j : layers - 1}, c.prob);
   if (j < layers) return out_in ? names.second : names.first;  // layer j's input
-  return out_in ? names.first : names.second;                   // the last layer's output
+  return out_in ? names.first : names.second;                  // the last layer's output
 }
 
 std::string tp_key(const run_case& c, std::size_t j) { return width_name(c, j) + "@2"; }
@@ -83,9 +83,7 @@ struct plan {
   }
   // The boundaries a micro-batch's forward leaves on this stage for its backward: A_l0 … A_l1,
   // without Y (A_L), which the backward does not read.
-  [[nodiscard]] std::size_t kept_boundaries() const {
-    return l1 - l0 + (l1 == layers ? 0 : 1);
-  }
+  [[nodiscard]] std::size_t kept_boundaries() const { return l1 - l0 + (l1 == layers ? 0 : 1); }
 };
 
 plan make_plan(const run_case& c, std::span<const int> coords, const std::vector<int>& dims,
@@ -114,9 +112,7 @@ plan make_plan(const run_case& c, std::span<const int> coords, const std::vector
     p.mb_rows.push_back(n);
   }
   for (std::size_t j = 0; j <= p.layers; ++j) {
-    const std::int64_t d = j == 0          ? c.prob.K
-                           : j == p.layers ? c.prob.N
-                                           : c.prob.hidden[j - 1];
+    const std::int64_t d = j == 0 ? c.prob.K : j == p.layers ? c.prob.N : c.prob.hidden[j - 1];
     p.full.push_back(d);
     // A column layer's output (odd boundary j) is sharded over tp, except Y when L is even.
     const bool sharded = p.tp > 1 && j % 2 == 1;
@@ -141,9 +137,11 @@ template <class T>
 class stage_runner {
  public:
   // training: the step keeps activations from each micro-batch's forward to its backward.
-  stage_runner(context& ctx, const run_case& c, const plan& pl, std::span<const any_matrix> ws,
-               pipeline_defect defect, bool training)
-      : c_(c), pl_(pl), ws_(ws), defect_(defect), grid_(ctx.grid),
+  stage_runner(context& ctx, const run_case& c, const plan& pl, weights<T> ws, bool training)
+      : c_(c),
+        pl_(pl),
+        ws_(ws),
+        grid_(ctx.grid),
         held_(training ? static_cast<std::size_t>(pl.m) : 0) {}
   stage_runner(const stage_runner&) = delete;
   stage_runner& operator=(const stage_runner&) = delete;
@@ -177,10 +175,12 @@ class stage_runner {
     std::vector<matrix<T>> a;
     a.reserve(pl_.l1 - pl_.l0 + 1);
     a.emplace_back(r, static_cast<std::size_t>(pl_.width[pl_.l0]));
-    if (pl_.s == 0) copy_rows(x, pl_.mb_off[idx(i)], a.back());
-    else receive(a.back(), pl_.s - 1, i, "activations");
+    if (pl_.s == 0)
+      copy_rows(x, pl_.mb_off[idx(i)], a.back());
+    else
+      receive(a.back(), pl_.s - 1, i, "activations");
     for (std::size_t l = pl_.l0; l < pl_.l1; ++l) {
-      const matrix<T>& w = std::get<matrix<T>>(ws_[l]);
+      const matrix<T>& w = ws_[l];
       matrix<T> h(r, static_cast<std::size_t>(pl_.out_w(l)));
       ref::linear_forward<T>(c_.prob.layout, r, h.cols, a.back().cols, a.back().data.data(),
                              w.data.data(), h.data.data());
@@ -195,17 +195,9 @@ class stage_runner {
   // send completes (the stage keeps it for the backward); otherwise the runner takes the buffer.
   void send_forward(std::int64_t i, std::vector<matrix<T>>& a, bool keep) {
     if (pl_.s + 1 == pl_.pp) return;
-    comm::wait_send(fwd_req_);
+    grid_.axis(pp_axis).wait_send(fwd_req_);
     const matrix<T>* out = &a.back();
-    if (defect_ == pipeline_defect::micro_batch_shifted) {
-      // Sends the previous micro-batch's activations as this one's, where the shapes agree
-      // (the silent mix-up; a shape mismatch would be reported as such).
-      matrix<T> mine = a.back();
-      if (i > 0 && previous_.data.size() == mine.data.size()) std::swap(mine, previous_);
-      else previous_ = mine;
-      fwd_owned_ = std::move(mine);
-      out = &fwd_owned_;
-    } else if (!keep) {
+    if (!keep) {
       fwd_owned_ = std::move(a.back());
       out = &fwd_owned_;
     }
@@ -217,19 +209,21 @@ class stage_runner {
   // `release`; dy: this rank's rows of dY (last stage); accumulates dW into dws; returns dA_l0
   // (dX's rows on stage 0).
   matrix<T> backward(std::int64_t i, std::vector<matrix<T>>& a, bool release, const matrix<T>& dy,
-                     std::span<any_matrix> dws) {
+                     gradients<T> dws) {
     const auto r = static_cast<std::size_t>(pl_.mb_rows[idx(i)]);
     // Micro-batch i's output may still be on its way to the next stage (which has answered).
-    if (fwd_req_ != MPI_REQUEST_NULL && fwd_mb_ == i) comm::wait_send(fwd_req_);
+    if (fwd_req_ != MPI_REQUEST_NULL && fwd_mb_ == i) grid_.axis(pp_axis).wait_send(fwd_req_);
     matrix<T> g(r, static_cast<std::size_t>(pl_.width[pl_.l1]));
-    if (pl_.s + 1 == pl_.pp) copy_rows(dy, pl_.mb_off[idx(i)], g);
-    else receive(g, pl_.s + 1, i, "gradients");
+    if (pl_.s + 1 == pl_.pp)
+      copy_rows(dy, pl_.mb_off[idx(i)], g);
+    else
+      receive(g, pl_.s + 1, i, "gradients");
     for (std::size_t l = pl_.l1; l-- > pl_.l0;) {
-      const matrix<T>& w = std::get<matrix<T>>(ws_[l]);
+      const matrix<T>& w = ws_[l];
       const std::size_t in = static_cast<std::size_t>(pl_.in_w(l));
       if (l + 1 < pl_.layers)
         ref::activate_backward<T>(c_.prob.act, a[l + 1 - pl_.l0].span(), g.span());
-      auto& dw = std::get<matrix<T>>(dws[l]);
+      matrix<T>& dw = dws[l];
       ref::linear_backward_dw<T>(c_.prob.layout, r, g.cols, in, g.data.data(),
                                  a[l - pl_.l0].data.data(), dw.data.data(), true);
       matrix<T> gin(r, in);
@@ -243,15 +237,15 @@ class stage_runner {
   }
 
   void send_backward(std::int64_t i, matrix<T> g) {
-    comm::wait_send(bwd_req_);
+    grid_.axis(pp_axis).wait_send(bwd_req_);
     bwd_owned_ = std::move(g);
     bwd_req_ = grid_.axis(pp_axis).start_send<T>(bwd_owned_.span(), pl_.s - 1, tag(i));
   }
 
   // Completes the messages in flight.
   void finish() {
-    comm::wait_send(fwd_req_);
-    comm::wait_send(bwd_req_);
+    grid_.axis(pp_axis).wait_send(fwd_req_);
+    grid_.axis(pp_axis).wait_send(bwd_req_);
   }
   // Throws if a message had the wrong size; called once this rank's collectives are all done,
   // so that no peer waits in one for a rank that left.
@@ -291,27 +285,23 @@ class stage_runner {
 
   const run_case& c_;
   const plan& pl_;
-  std::span<const any_matrix> ws_;
-  pipeline_defect defect_;
+  weights<T> ws_;
   mesh& grid_;
   MPI_Request fwd_req_ = MPI_REQUEST_NULL, bwd_req_ = MPI_REQUEST_NULL;
   std::int64_t fwd_mb_ = -1;
-  matrix<T> fwd_owned_, bwd_owned_, previous_;
+  matrix<T> fwd_owned_, bwd_owned_;
   std::vector<std::vector<matrix<T>>> held_;  // per micro-batch (the training step)
   std::string error_;
 };
 
-// dW of every layer of this rank in one buffer, all-reduced over dp (one collective).
+// dW of every layer of this rank in one buffer, all-reduced over `over` (one collective): the
+// dp axis, or another comm of the mesh, with every rank's buffer padded to the largest on it.
 template <class T>
-void all_reduce_dw(context& ctx, const run_case& c, const plan& pl, std::span<any_matrix> dws,
-                   pipeline_defect defect) {
+void all_reduce_dw(context& ctx, const run_case& c, const plan& pl, gradients<T> dws, comm& over) {
   std::int64_t total = 0;
   for (std::size_t l = pl.l0; l < pl.l1; ++l)
-    total += static_cast<std::int64_t>(std::get<matrix<T>>(dws[l]).data.size());
-  comm* over = &ctx.grid.axis(dp_axis);
-  if (defect == pipeline_defect::dw_over_world) {
-    // Every rank's dW buffer padded to the largest on the mesh, summed over all of it.
-    over = &ctx.grid.all();
+    total += static_cast<std::int64_t>(dws[l].data.size());
+  if (&over != &ctx.grid.axis(dp_axis)) {
     for (int q = 0; q < c.p; ++q) {
       const plan other = make_plan(c, coords_of(q, ctx.grid.dims()), ctx.grid.dims(), pl.m);
       std::int64_t n = 0;
@@ -322,13 +312,13 @@ void all_reduce_dw(context& ctx, const run_case& c, const plan& pl, std::span<an
   mem::tracked_vector<T> flat(static_cast<std::size_t>(total));
   T* at = flat.data();
   for (std::size_t l = pl.l0; l < pl.l1; ++l) {
-    const auto& dw = std::get<matrix<T>>(dws[l]).data;
+    const auto& dw = dws[l].data;
     at = std::copy(dw.begin(), dw.end(), at);
   }
-  over->all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
+  over.all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
   const T* from = flat.data();
   for (std::size_t l = pl.l0; l < pl.l1; ++l) {
-    auto& dw = std::get<matrix<T>>(dws[l]).data;
+    auto& dw = dws[l].data;
     std::copy(from, from + dw.size(), dw.begin());
     from += dw.size();
   }
@@ -336,43 +326,40 @@ void all_reduce_dw(context& ctx, const run_case& c, const plan& pl, std::span<an
 
 }  // namespace
 
-pipeline::pipeline(pipeline_schedule sched, bool hybrid, defect d, std::string name)
-    : schedule_(sched), hybrid_(hybrid), defect_(d), name_(std::move(name)) {
-  if (name_.empty())
-    name_ = hybrid ? "hybrid_mesh"
-                   : sched == pipeline_schedule::gpipe ? "pipeline_gpipe" : "pipeline_1f1b";
-}
-
-std::string pipeline::summary() const {
-  return hybrid_ ? "dp × pp × tp mesh: data parallel over dp, the column→row pairs "
-                              "over tp, a 1F1B pipeline over pp; dW all-reduced over dp only"
-                            : schedule_ == pipeline_schedule::gpipe
-                                  ? "pipeline of stages (part.L), m micro-batches, GPipe: all "
-                                    "forwards then all backwards"
-                                  : "pipeline of stages (part.L), m micro-batches, 1F1B: at most "
-                                    "min(m, p − s) micro-batches held on stage s";
-}
-
-std::vector<param_spec> pipeline::params() const {
-  std::vector<param_spec> out;
-  if (hybrid_) {
+pipeline::pipeline(pipeline_schedule sched, bool hybrid) : schedule_(sched), hybrid_(hybrid) {
+  info_.name = hybrid                              ? "hybrid_mesh"
+               : sched == pipeline_schedule::gpipe ? "pipeline_gpipe"
+                                                   : "pipeline_1f1b";
+  info_.summary = hybrid ? "dp × pp × tp mesh: data parallel over dp, the column→row pairs "
+                           "over tp, a 1F1B pipeline over pp; dW all-reduced over dp only"
+                  : sched == pipeline_schedule::gpipe
+                      ? "pipeline of stages (part.L), m micro-batches, GPipe: all "
+                        "forwards then all backwards"
+                      : "pipeline of stages (part.L), m micro-batches, 1F1B: at most "
+                        "min(m, p − s) micro-batches held on stage s";
+  if (hybrid) {
     param_spec dp{"dp", 1, 64, 1, "data-parallel ranks (a factor of p)"};
     dp.divides_p = true;
     param_spec tp{"tp", 1, 64, 1, "tensor-parallel ranks (a factor of p/dp); pp = p/(dp·tp)"};
     tp.divides_p = true;
-    out.push_back(dp);
-    out.push_back(tp);
+    info_.params.push_back(dp);
+    info_.params.push_back(tp);
   }
-  out.push_back({"m", 1, 16, 4, "micro-batches per step (each dp rank's rows, balanced)"});
-  return out;
+  info_.params.push_back({"m", 1, 16, 4, "micro-batches per step (each dp rank's rows, balanced)"});
+  info_.max_layers = 6;
+  // The pipeline alone sends point-to-point only; the hybrid mesh all-reduces over tp and dp.
+  info_.uses_collectives = hybrid;
 }
+
+comm& pipeline::dw_comm(mesh& grid) const { return grid.axis(dp_axis); }
 
 std::vector<int> pipeline::mesh_dims(const run_case& c) const {
   if (!hybrid_) return {1, c.p, 1};
-  const auto dp = static_cast<int>(param_or(c, "dp", 1)), tp = static_cast<int>(param_or(c, "tp", 1));
+  const auto dp = static_cast<int>(param_or(c, "dp", 1)),
+             tp = static_cast<int>(param_or(c, "tp", 1));
   if (dp < 1 || tp < 1 || c.p % (dp * tp) != 0)
-    throw invalid_problem(name_ + ": dp·tp = " + std::to_string(dp * tp) + " must divide p=" +
-                          std::to_string(c.p));
+    throw invalid_problem(info_.name + ": dp·tp = " + std::to_string(dp * tp) +
+                          " must divide p=" + std::to_string(c.p));
   return {dp, c.p / (dp * tp), tp};
 }
 
@@ -380,33 +367,32 @@ std::vector<split> pipeline::extra_splits(const run_case& c) const {
   return {{"L", static_cast<std::int64_t>(c.prob.layers()), mesh_dims(c)[pp_axis]}};
 }
 
-layout pipeline::placement_of_layer(tensor /*w or dw alike*/, std::size_t layer,
-                                    const run_case& c) const {
+layout pipeline::placement(tensor_slot t, const run_case& c) const {
   const auto dims = mesh_dims(c);
-  const partition stages = stage_partition(c, dims[pp_axis]);
-  placement on_tp = placement::R();
-  if (dims[tp_axis] > 1) {
-    // A column layer (even) is split on its outputs, a row layer on its inputs.
-    const bool outputs = layer % 2 == 0, out_in = c.prob.layout == weight_layout::out_in;
-    on_tp = placement::S(outputs == out_in ? 0 : 1);
+  if (t.t == tensor::w || t.t == tensor::dw) {
+    const partition stages = stage_partition(c, dims[pp_axis]);
+    auto on_tp = placement::R();
+    if (dims[tp_axis] > 1) {
+      // A column layer (even) is split on its outputs, a row layer on its inputs.
+      const bool outputs = t.layer % 2 == 0, out_in = c.prob.layout == weight_layout::out_in;
+      on_tp = placement::S(outputs == out_in ? 0 : 1);
+    }
+    return {placement::R(), placement::On(stages.owner(static_cast<std::int64_t>(t.layer))), on_tp};
   }
-  return {placement::R(), placement::On(stages.owner(static_cast<std::int64_t>(layer))), on_tp};
-}
-
-layout pipeline::placement_of(tensor t, const run_case& c) const {
-  if (t == tensor::w || t == tensor::dw) return placement_of_layer(t, 0, c);
-  const auto dims = mesh_dims(c);
-  const placement rows = dims[dp_axis] > 1 ? placement::S(0) : placement::R();
-  if (t == tensor::x || t == tensor::dx) return {rows, placement::On(0), placement::R()};
+  const auto rows = dims[dp_axis] > 1 ? placement::S(0) : placement::R();
+  if (t.t == tensor::x || t.t == tensor::dx) return {rows, placement::On(0), placement::R()};
   // Y: the last layer's outputs, sharded over tp when it is a column layer (L odd).
   const bool sharded = dims[tp_axis] > 1 && c.prob.layers() % 2 == 1;
   return {rows, placement::On(dims[pp_axis] - 1), sharded ? placement::S(1) : placement::R()};
 }
 
-cost_estimate pipeline::cost(const run_case& c, std::span<const int> coords) const {
+claims pipeline::cost(const run_case& c, std::span<const int> coords) const {
   const plan pl = make_plan(c, coords, mesh_dims(c), c.param("m"));
   const auto es = static_cast<std::int64_t>(pl.es);
-  cost_estimate e;
+  claims e;
+  auto& log = e.collectives.emplace();
+  auto& peak = e.peak.emplace();
+  auto& chains = e.chains.emplace();
   auto on = [](ledger_entry x, int axis) {
     x.axis = axis;
     return x;
@@ -419,8 +405,8 @@ cost_estimate pipeline::cost(const run_case& c, std::span<const int> coords) con
         if (pl.s > 0) out.push_back(on(recv_entry(r * pl.width[pl.l0], pl.s - 1, pl.es), pp_axis));
         for (std::size_t l = pl.l0; l < pl.l1; ++l)
           if (pl.row_layer(l))
-            out.push_back(on(all_reduce_entry(c.backend, r * pl.full[l + 1], pl.t, pl.tp, pl.es),
-                             tp_axis));
+            out.push_back(
+                on(all_reduce_entry(c.backend, r * pl.full[l + 1], pl.t, pl.tp, pl.es), tp_axis));
         if (pl.s + 1 < pl.pp)
           out.push_back(on(send_entry(r * pl.width[pl.l1], pl.s + 1, pl.es), pp_axis));
       } else {
@@ -428,18 +414,18 @@ cost_estimate pipeline::cost(const run_case& c, std::span<const int> coords) con
           out.push_back(on(recv_entry(r * pl.width[pl.l1], pl.s + 1, pl.es), pp_axis));
         for (std::size_t l = pl.l1; l-- > pl.l0;)
           if (pl.column_layer(l))
-            out.push_back(on(all_reduce_entry(c.backend, r * pl.full[l], pl.t, pl.tp, pl.es),
-                             tp_axis));
+            out.push_back(
+                on(all_reduce_entry(c.backend, r * pl.full[l], pl.t, pl.tp, pl.es), tp_axis));
         if (pl.s > 0) out.push_back(on(send_entry(r * pl.width[pl.l0], pl.s - 1, pl.es), pp_axis));
       }
     }
   };
-  walk(false, e.forward);
-  walk(true, e.backward);
+  walk(false, log.forward);
+  walk(true, log.backward);
   std::int64_t dw_elems = 0;  // this rank's dW, all its layers
   for (std::size_t l = pl.l0; l < pl.l1; ++l) dw_elems += pl.in_w(l) * pl.out_w(l);
   if (pl.dp > 1)
-    e.backward.push_back(on(all_reduce_entry(c.backend, dw_elems, pl.d, pl.dp, pl.es), dp_axis));
+    log.backward.push_back(on(all_reduce_entry(c.backend, dw_elems, pl.d, pl.dp, pl.es), dp_axis));
 
   // Memory, in elements of the largest micro-batch (R rows), plus the bookkeeping: the plan's
   // and the schedule's vectors, and each micro-batch's vector of boundaries.
@@ -458,7 +444,7 @@ cost_estimate pipeline::cost(const run_case& c, std::span<const int> coords) con
   // micro-batch's output, still being sent.
   const std::int64_t y_elems = last ? pl.rows * pl.width[pl.layers] : 0;
   const std::int64_t out_message = last ? 0 : R * pl.width[pl.l1];
-  e.peak_forward = (y_elems + R * boundaries + out_message) * es + book_mb + book;
+  peak.forward = (y_elems + R * boundaries + out_message) * es + book_mb + book;
   // Backward (one training step): the boundaries kept for each micro-batch held (m for GPipe,
   // min(m, pp − s) for 1F1B, the one in its forward or backward included); a forward's Y rows
   // (not kept) or a backward's gradient and dA; the messages in flight that nothing else holds
@@ -475,8 +461,8 @@ cost_estimate pipeline::cost(const run_case& c, std::span<const int> coords) con
       (y_here && !last ? R * pl.width[pl.layers] : 0) + (first ? 0 : R * pl.width[pl.l0]);
   const std::int64_t outputs = dw_elems * (pl.dp > 1 ? 2 : 1) + (first ? pl.rows * pl.full[0] : 0);
   const auto held_book = pl.m * static_cast<std::int64_t>(sizeof(std::vector<matrix<double>>));
-  e.peak_backward =
-      (held * R * kept + working + messages + outputs) * es + (held + 1) * book_mb + held_book + book;
+  peak.backward = (held * R * kept + working + messages + outputs) * es + (held + 1) * book_mb +
+                  held_book + book;
 
   // Chains per layer, over the largest micro-batch anywhere (dp shares differ).
   const std::int64_t Rg = (pl.max_rows + pl.m - 1) / pl.m;  // its rows
@@ -490,64 +476,62 @@ cost_estimate pipeline::cost(const run_case& c, std::span<const int> coords) con
     // order, a sum of rows + 1 terms chains at most rows of them; then the dp all-reduce.
     ch.dw = pl.max_rows + 1 +
             (pl.dp > 1 ? reduction_depth(c.backend, collective::all_reduce, pl.dp, dw_elems) : 0);
-    e.layer_chains.push_back(ch);
+    chains.push_back(ch);
   }
-  e.chains = e.layer_chains.front();
   return e;
 }
 
-template <class T>
-void pipeline::forward_layers_t(context& ctx, const run_case& c, const matrix<T>& x,
-                                std::span<const any_matrix> ws, matrix<T>& y) const {
-  const plan pl = make_plan(c, ctx.grid.coords(), ctx.grid.dims(), c.param("m"));
-  const bool last = pl.s + 1 == pl.pp;
-  if (last) y = matrix<T>(static_cast<std::size_t>(pl.rows), static_cast<std::size_t>(pl.width[pl.layers]));
-  stage_runner<T> run(ctx, c, pl, ws, defect_, false);
-  for (const op& o : schedule_of(schedule_, false, pl.pp, pl.s, pl.m)) {
-    std::vector<matrix<T>> a = run.forward(o.mb, x);
-    if (last) {
-      stage_runner<T>::copy_into_rows(a.back(), y, pl.mb_off[static_cast<std::size_t>(o.mb)]);
-    } else {
-      run.send_forward(o.mb, a, false);
+void pipeline::forward(context& ctx, const run_case& c, const forward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
+    const plan pl = make_plan(c, ctx.grid.coords(), ctx.grid.dims(), c.param("m"));
+    const bool last = pl.s + 1 == pl.pp;
+    if (last)
+      y = matrix<T>(static_cast<std::size_t>(pl.rows),
+                    static_cast<std::size_t>(pl.width[pl.layers]));
+    stage_runner<T> run(ctx, c, pl, ws, false);
+    for (const op& o : schedule_of(schedule_, false, pl.pp, pl.s, pl.m)) {
+      std::vector<matrix<T>> a = run.forward(o.mb, x);
+      if (last) {
+        stage_runner<T>::copy_into_rows(a.back(), y, pl.mb_off[static_cast<std::size_t>(o.mb)]);
+      } else {
+        run.send_forward(o.mb, a, false);
+      }
     }
-  }
-  run.finish();
-  run.report();
+    run.finish();
+    run.report();
+  });
 }
 
-template <class T>
-void pipeline::backward_layers_t(context& ctx, const run_case& c, const matrix<T>& x,
-                                 std::span<const any_matrix> ws, const matrix<T>& dy,
-                                 matrix<T>& dx, std::span<any_matrix> dws) const {
-  const plan pl = make_plan(c, ctx.grid.coords(), ctx.grid.dims(), c.param("m"));
-  for (std::size_t l = pl.l0; l < pl.l1; ++l) {
-    const auto& w = std::get<matrix<T>>(ws[l]);
-    std::get<matrix<T>>(dws[l]) = matrix<T>(w.rows, w.cols);
-  }
-  if (pl.s == 0)
-    dx = matrix<T>(static_cast<std::size_t>(pl.rows), static_cast<std::size_t>(pl.width[0]));
-  const bool keeps_all = defect_ == pipeline_defect::keeps_activations;
-  stage_runner<T> run(ctx, c, pl, ws, defect_, true);
-  for (const op& o : schedule_of(schedule_, true, pl.pp, pl.s, pl.m)) {
-    auto& slot = run.held(o.mb);
-    if (o.forward) {
-      slot = run.forward(o.mb, x);
-      // Y (A_L) is not kept; if it leaves this stage the runner holds it until it is sent.
-      const bool keep = pl.l1 < pl.layers;
-      run.send_forward(o.mb, slot, keep);
-      if (!keep) slot.pop_back();
-      continue;
+void pipeline::backward(context& ctx, const run_case& c, const backward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
+                        gradients<T> dws) {
+    const plan pl = make_plan(c, ctx.grid.coords(), ctx.grid.dims(), c.param("m"));
+    for (std::size_t l = pl.l0; l < pl.l1; ++l) dws[l] = matrix<T>(ws[l].rows, ws[l].cols);
+    if (pl.s == 0)
+      dx = matrix<T>(static_cast<std::size_t>(pl.rows), static_cast<std::size_t>(pl.width[0]));
+    const bool release = free_activations_early();
+    stage_runner<T> run(ctx, c, pl, ws, true);
+    for (const op& o : schedule_of(schedule_, true, pl.pp, pl.s, pl.m)) {
+      auto& slot = run.held(o.mb);
+      if (o.forward) {
+        slot = run.forward(o.mb, x);
+        // Y (A_L) is not kept; if it leaves this stage the runner holds it until it is sent.
+        const bool keep = pl.l1 < pl.layers;
+        run.send_forward(o.mb, slot, keep);
+        if (!keep) slot.pop_back();
+        continue;
+      }
+      matrix<T> g = run.backward(o.mb, slot, release, dy, dws);
+      if (release) std::vector<matrix<T>>().swap(slot);  // its capacity too
+      if (pl.s > 0)
+        run.send_backward(o.mb, std::move(g));
+      else
+        stage_runner<T>::copy_into_rows(g, dx, pl.mb_off[static_cast<std::size_t>(o.mb)]);
     }
-    matrix<T> g = run.backward(o.mb, slot, !keeps_all, dy, dws);
-    if (!keeps_all) std::vector<matrix<T>>().swap(slot);  // its capacity too
-    if (pl.s > 0) run.send_backward(o.mb, std::move(g));
-    else stage_runner<T>::copy_into_rows(g, dx, pl.mb_off[static_cast<std::size_t>(o.mb)]);
-  }
-  run.finish();
-  if (pl.dp > 1) all_reduce_dw<T>(ctx, c, pl, dws, defect_);
-  run.report();
+    run.finish();
+    if (pl.dp > 1) all_reduce_dw<T>(ctx, c, pl, dws, dw_comm(ctx.grid));
+    run.report();
+  });
 }
-
-SHARDCHECK_INSTANTIATE_STACK_STRATEGY(pipeline);
 
 }  // namespace shardcheck::par

@@ -34,45 +34,45 @@
 // min(3, 3) forwards and runs F0 F1 F2 B0 B1 B2, holding all three micro-batches; stage 2 (no
 // layer) runs F0 F1 B0 F2 B1 B2, holding two; stage 3 (no layer, the last) runs
 // F0 B0 F1 B1 F2 B2, receiving Y's rows and sending dY's back, holding one.
-#include <string>
+//
+// Protected hooks (the defaults are the algorithm above), for a subclass:
+//   free_activations_early()  backward frees each boundary once read (true; false: GPipe's memory)
+//   dw_comm(grid)             the comm dW is all-reduced over (the dp axis; cost() keeps it)
+#include <vector>
 
-#include "shardcheck/parallel/strategy.hpp"
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
 enum class pipeline_schedule { gpipe, one_f_one_b };
 
-// Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-enum class pipeline_defect {
-  none,
-  micro_batch_shifted,   // micro-batch i's activations are sent on as micro-batch i + 1
-  dw_over_world,         // dW all-reduced over the whole mesh instead of the dp axis
-  keeps_activations,     // 1F1B frees no activations until the step ends (GPipe's memory)
-};
-
-class pipeline : public strategy_base<pipeline> {
+class pipeline : public kernel {
  public:
-  static constexpr bool stacked_strategy = true;
-  using defect = pipeline_defect;
-
-  // hybrid = false: dp = tp = 1 (the pipeline alone); true: dp and tp are parameters.
-  pipeline(pipeline_schedule sched, bool hybrid, defect d = defect::none, std::string name = {});
-  [[nodiscard]] std::string name() const override { return name_; }
-  [[nodiscard]] std::vector<param_spec> params() const override;
-  [[nodiscard]] std::size_t max_layers() const override { return 6; }
-  // The pipeline alone sends point-to-point only; the hybrid mesh all-reduces over tp and dp.
-  [[nodiscard]] bool uses_collectives() const override { return hybrid_; }
+  // hybrid = false: dp = tp = 1 (the pipeline alone, pipeline_gpipe or pipeline_1f1b); true: dp
+  // and tp are parameters (hybrid_mesh).
+  pipeline(pipeline_schedule sched, bool hybrid);
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
   [[nodiscard]] std::vector<int> mesh_dims(const run_case& c) const override;
   [[nodiscard]] std::vector<split> extra_splits(const run_case& c) const override;
-  [[nodiscard]] layout placement_of_layer(tensor t, std::size_t layer,
-                                          const run_case& c) const override;
-  SHARDCHECK_DECLARE_STACK_STRATEGY_MEMBERS;
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
+
+ protected:
+  // A micro-batch's backward frees each of its boundaries once read, and its held slot once
+  // done; false keeps every micro-batch's boundaries until the step ends. cost() states the
+  // schedule's bound whatever this returns.
+  [[nodiscard]] virtual bool free_activations_early() const { return true; }
+  // The comm each rank's dW (all its layers in one buffer) is all-reduced over when dp > 1. Any
+  // comm but the dp axis gets every rank's buffer padded to the largest dW on the mesh, so that
+  // the counts agree. cost() states the dp axis whatever this returns.
+  [[nodiscard]] virtual comm& dw_comm(mesh& grid) const;
 
  private:
   pipeline_schedule schedule_;
   bool hybrid_;
-  defect defect_;
-  std::string name_;
+  kernel_info info_;
 };
 
 }  // namespace shardcheck::par

@@ -7,35 +7,39 @@
 
 namespace shardcheck::par {
 
-std::string weight_row_key(const run_case& c) { return dim_names(tensor::w, c.prob.layout).first; }
+std::string weight_row_key(const run_case& c) {
+  return dim_names(tensor_slot{tensor::w}, c.prob).first;
+}
 
-bucket_plan plan_buckets(const run_case& c) {
-  const auto names = dim_names(tensor::w, c.prob.layout);
+bucket_plan plan_buckets(const run_case& c, std::int64_t bytes) {
+  const auto names = dim_names(tensor_slot{tensor::w}, c.prob);
   bucket_plan b;
   b.rows = dim_length(c.prob, names.first);
   b.cols = dim_length(c.prob, names.second);
   const auto row_bytes = b.cols * static_cast<std::int64_t>(size_of(c.prob.type));
-  const std::int64_t budget = c.param("bucket");
-  b.per_bucket = row_bytes == 0 ? b.rows : std::min(b.rows, std::max<std::int64_t>(1, budget / row_bytes));
+  b.per_bucket =
+      row_bytes == 0 ? b.rows : std::min(b.rows, std::max<std::int64_t>(1, bytes / row_bytes));
   b.count = b.rows == 0 ? 0 : (b.rows + b.per_bucket - 1) / b.per_bucket;
   return b;
 }
 
-std::string sharded_weights::summary() const {
-  return "W sharded by rows, X by batch rows; W gathered in buckets of at most `bucket` bytes "
-         "(double-buffered); dW partials reduce-scattered per bucket";
-}
+bucket_plan plan_buckets(const run_case& c) { return plan_buckets(c, c.param("bucket")); }
 
-std::vector<param_spec> sharded_weights::params() const {
+sharded_weights::sharded_weights() {
   constexpr std::int64_t whole = std::int64_t{1} << 40;
-  return {{"bucket", 1, whole, whole,
-           "bytes per W bucket (at least one row); ≥ W's size: all of W at once (baseline)", true},
-          {"overlap", 0, 1, 1, "1: gather bucket i+1 while multiplying bucket i; 0: one at a time"}};
+  info_.name = "sharded_weights";
+  info_.summary =
+      "W sharded by rows, X by batch rows; W gathered in buckets of at most `bucket` bytes "
+      "(double-buffered); dW partials reduce-scattered per bucket";
+  info_.params = {
+      {"bucket", 1, whole, whole,
+       "bytes per W bucket (at least one row); ≥ W's size: all of W at once (baseline)", true},
+      {"overlap", 0, 1, 1, "1: gather bucket i+1 while multiplying bucket i; 0: one at a time"}};
 }
 
-layout sharded_weights::placement_of(tensor, const run_case&) const { return {placement::S(0)}; }
+layout sharded_weights::placement(tensor_slot, const run_case&) const { return {placement::S(0)}; }
 
-cost_estimate sharded_weights::cost(const run_case& c, std::span<const int> coords) const {
+claims sharded_weights::cost(const run_case& c, std::span<const int> coords) const {
   const int r = coords[0];
   const bucket_plan plan = plan_buckets(c);
   const partition& wrows = c.part(weight_row_key(c));
@@ -52,40 +56,56 @@ cost_estimate sharded_weights::cost(const run_case& c, std::span<const int> coor
     }
     return counts;
   };
-  cost_estimate e;
-  for (std::int64_t i = 0; i < plan.count; ++i) e.forward.push_back(all_gather_entry(c.backend, window(i), r, es));
+  claims out;
+  auto& log = out.collectives.emplace();
+  for (std::int64_t i = 0; i < plan.count; ++i)
+    log.forward.push_back(all_gather_entry(c.backend, window(i), r, es));
   for (std::int64_t i = 0; i < plan.count; ++i) {
-    if (i == 0 || !overlap) e.backward.push_back(all_gather_entry(c.backend, window(i), r, es));
-    if (overlap && i + 1 < plan.count) e.backward.push_back(all_gather_entry(c.backend, window(i + 1), r, es));
-    e.backward.push_back(reduce_scatter_entry(c.backend, window(i), r, es));
+    if (i == 0 || !overlap) log.backward.push_back(all_gather_entry(c.backend, window(i), r, es));
+    if (overlap && i + 1 < plan.count)
+      log.backward.push_back(all_gather_entry(c.backend, window(i + 1), r, es));
+    log.backward.push_back(reduce_scatter_entry(c.backend, window(i), r, es));
   }
-  std::int64_t buckets = (overlap ? plan.pair_rows() : plan.per_bucket) * plan.cols * s;
-  if (defect_ == defect::padded_buckets && overlap && plan.count > 1)
-    buckets = 2 * plan.per_bucket * plan.cols * s;
-  e.peak_forward = mine * c.prob.N * s + buckets;
-  e.peak_backward = mine * c.prob.K * s + wrows.size(r) * plan.cols * s + buckets;
-  e.chains = {c.prob.K, c.prob.N,
-              c.part("M").max_size() +
-                  reduction_depth(c.backend, collective::reduce_scatter, c.p, 0)};
-  return e;
+  // The buffers alive at once: bucket i's with bucket i+1's (overlap=1), or bucket i's alone.
+  // With buffer_rows' default that is min(2b, R) rows (overlap=1), or b.
+  std::int64_t buffers = 0;
+  for (std::int64_t i = 0; i < plan.count; ++i) {
+    std::int64_t alive = buffer_rows(plan, i);
+    if (overlap && i + 1 < plan.count) alive += buffer_rows(plan, i + 1);
+    buffers = std::max(buffers, alive);
+  }
+  buffers *= plan.cols * s;
+  auto& peak = out.peak.emplace();
+  peak.forward = mine * c.prob.N * s + buffers;
+  peak.backward = mine * c.prob.K * s + wrows.size(r) * plan.cols * s + buffers;
+  out.chains = {
+      {c.prob.K, c.prob.N,
+       c.part("M").max_size() + reduction_depth(c.backend, collective::reduce_scatter, c.p, 0)}};
+  return out;
 }
 
 namespace {
 
 // Streams W's buckets through at most two buffers: acquire(i) returns bucket i gathered (and, with
 // overlap, has started bucket i+1's gather into a buffer of its own); release() frees bucket i.
-template <class T>
+// buffer_rows(i): the rows of bucket i's buffer. reuse: bucket i+1 goes into bucket i's buffer.
+// gathers = false: the buffers get this rank's rows only.
+template <class T, class BufferRows>
 class bucket_stream {
  public:
-  using defect = sharded_weights::defect;
   bucket_stream(comm& world, const matrix<T>& w, const partition& rows, const bucket_plan& plan,
-                bool overlap, defect d)
-      : world_(world), w_(w), rows_(rows), plan_(plan), overlap_(overlap),
-        into_current_(d == defect::reuses_buffer), padded_(d == defect::padded_buckets),
-        gathers_(d != defect::skips_gathers) {}
+                bool overlap, const BufferRows& buffer_rows, bool reuse, bool gathers)
+      : world_(world),
+        w_(w),
+        rows_(rows),
+        plan_(plan),
+        buffer_rows_(buffer_rows),
+        overlap_(overlap),
+        into_current_(reuse),
+        gathers_(gathers) {}
   ~bucket_stream() {
     try {
-      world_.wait_all_gather();  // never free a buffer MPI may still write
+      world_.wait_pending();  // never free a buffer MPI may still write
     } catch (...) {
     }
   }
@@ -94,7 +114,7 @@ class bucket_stream {
 
   const T* acquire(std::int64_t i) {
     if (!overlap_ || i == 0) start(i);
-    world_.wait_all_gather();
+    world_.wait_pending();
     if (!into_current_ || i == 0) current_ = std::move(next_);
     if (overlap_ && i + 1 < plan_.count) start(i + 1);
     return current_.data();
@@ -107,18 +127,16 @@ class bucket_stream {
   void start(std::int64_t i) {
     const std::int64_t lo = plan_.lo(i), hi = plan_.hi(i);
     const auto n = static_cast<std::size_t>((hi - lo) * plan_.cols);
-    // The mutant's defect: the next bucket lands in the buffer still being multiplied.
     const bool reuse = into_current_ && i > 0;
-    const auto full = static_cast<std::size_t>(plan_.per_bucket * plan_.cols);
-    if (!reuse) next_ = mem::tracked_vector<T>(padded_ ? full : n);
+    if (!reuse)
+      next_ = mem::tracked_vector<T>(static_cast<std::size_t>(buffer_rows_(i) * plan_.cols));
     T* buf = reuse ? current_.data() : next_.data();
     const int r = world_.rank();
     const std::int64_t a = std::max(lo, rows_.offset(r));
     const std::int64_t b = std::min(hi, rows_.offset(r) + rows_.size(r));
     if (b > a)
       std::copy_n(w_.row(static_cast<std::size_t>(a - rows_.offset(r))),
-                  static_cast<std::size_t>((b - a) * plan_.cols),
-                  buf + (a - lo) * plan_.cols);
+                  static_cast<std::size_t>((b - a) * plan_.cols), buf + (a - lo) * plan_.cols);
     if (gathers_)
       world_.start_all_gather<T>(std::span<T>(buf, n),
                                  world_.window_counts(rows_, lo, hi, plan_.cols));
@@ -128,7 +146,8 @@ class bucket_stream {
   const matrix<T>& w_;
   const partition& rows_;
   bucket_plan plan_;
-  bool overlap_, into_current_, padded_, gathers_;
+  const BufferRows& buffer_rows_;
+  bool overlap_, into_current_, gathers_;
   mem::tracked_vector<T> current_, next_;
 };
 
@@ -139,100 +158,103 @@ class bucket_stream {
 // non-blocking collectives only inside MPI calls).
 template <class T>
 void gemm_pieces(comm& world, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const T* a,
-               std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+                 std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   const bool by_rows = m >= n;
   const std::size_t length = by_rows ? m : n;
   const std::size_t chunk = std::max<std::size_t>(64, (length + 15) / 16);
   for (std::size_t i0 = 0; i0 < length; i0 += chunk) {
     const std::size_t len = std::min(chunk, length - i0);
     if (by_rows)
-      ref::gemm<T>(false, trans_b, len, n, k, T(1), a + i0 * lda, lda, b, ldb, beta,
-                   c + i0 * ldc, ldc);
+      ref::gemm<T>(false, trans_b, len, n, k, T(1), a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc,
+                   ldc);
     else  // columns i0… of op(B): rows of B when transposed
       ref::gemm<T>(false, trans_b, m, len, k, T(1), a, lda, b + (trans_b ? i0 * ldb : i0), ldb,
                    beta, c + i0, ldc);
-    world.test_all_gather();
+    world.test_pending();
   }
 }
 
 }  // namespace
 
-template <class T>
-void sharded_weights::forward_t(context& ctx, const run_case& c, const matrix<T>& x,
-                                const matrix<T>& w, matrix<T>& y) const {
-  comm& world = ctx.grid.axis(0);
-  bucket_plan plan = plan_buckets(c);
-  if (defect_ == defect::ignores_bucket) {
-    plan.per_bucket = plan.rows;
-    plan.count = plan.rows == 0 ? 0 : 1;
-  }
-  const auto m = x.rows, n = static_cast<std::size_t>(c.prob.N),
-             k = static_cast<std::size_t>(c.prob.K), cols = static_cast<std::size_t>(plan.cols);
-  const bool out_in = c.prob.layout == weight_layout::out_in;
-  y = matrix<T>(m, n);
-  bucket_stream<T> stream(world, w, c.part(weight_row_key(c)), plan, c.param("overlap") != 0,
-                          defect_);
-  for (std::int64_t i = 0; i < plan.count; ++i) {
-    const T* wb = stream.acquire(i);
-    const auto lo = static_cast<std::size_t>(plan.lo(i));
-    const auto rows = static_cast<std::size_t>(plan.hi(i) - plan.lo(i));
-    if (m > 0) {
-      if (out_in)  // Y[:, lo:hi] = X · W_bᵀ
-        gemm_pieces<T>(world, true, m, rows, k, x.data.data(), k, wb, cols, T(0), y.row(0) + lo, n);
-      else  // Y += X[:, lo:hi] · W_b
-        gemm_pieces<T>(world, false, m, n, rows, x.data.data() + lo, k, wb, cols,
-                     i == 0 ? T(0) : T(1), y.data.data(), n);
+void sharded_weights::forward(context& ctx, const run_case& c, const forward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
+    const matrix<T>& w = ws[0];
+    comm& world = ctx.grid.axis(0);
+    const bucket_plan plan = plan_buckets(c, forward_bucket_bytes(c));
+    const auto m = x.rows, n = static_cast<std::size_t>(c.prob.N),
+               k = static_cast<std::size_t>(c.prob.K), cols = static_cast<std::size_t>(plan.cols);
+    const bool out_in = c.prob.layout == weight_layout::out_in;
+    y = matrix<T>(m, n);
+    const auto buffer = [&](std::int64_t i) { return buffer_rows(plan, i); };
+    bucket_stream<T, decltype(buffer)> stream(world, w, c.part(weight_row_key(c)), plan,
+                                              c.param("overlap") != 0, buffer,
+                                              reuse_previous_buffer(), start_gathers());
+    for (std::int64_t i = 0; i < plan.count; ++i) {
+      const T* wb = stream.acquire(i);
+      const auto lo = static_cast<std::size_t>(plan.lo(i));
+      const auto rows = static_cast<std::size_t>(plan.hi(i) - plan.lo(i));
+      if (m > 0) {
+        if (out_in)  // Y[:, lo:hi] = X · W_bᵀ
+          gemm_pieces<T>(world, true, m, rows, k, x.data.data(), k, wb, cols, T(0), y.row(0) + lo,
+                         n);
+        else  // Y += X[:, lo:hi] · W_b
+          gemm_pieces<T>(world, false, m, n, rows, x.data.data() + lo, k, wb, cols,
+                         i == 0 ? T(0) : T(1), y.data.data(), n);
+      }
+      stream.release();
     }
-    stream.release();
-  }
+  });
 }
 
-template <class T>
-void sharded_weights::backward_t(context& ctx, const run_case& c, const matrix<T>& x,
-                                 const matrix<T>& w, const matrix<T>& dy, matrix<T>& dx,
-                                 matrix<T>& dw) const {
-  comm& world = ctx.grid.axis(0);
-  const bucket_plan plan = plan_buckets(c);
-  const partition& wrows = c.part(weight_row_key(c));
-  const auto m = x.rows, n = static_cast<std::size_t>(c.prob.N),
-             k = static_cast<std::size_t>(c.prob.K), cols = static_cast<std::size_t>(plan.cols);
-  const bool out_in = c.prob.layout == weight_layout::out_in;
-  const int r = world.rank();
-  dx = matrix<T>(m, k);
-  dw = matrix<T>(w.rows, w.cols);
-  bucket_stream<T> stream(world, w, wrows, plan, c.param("overlap") != 0, defect::none);
-  for (std::int64_t i = 0; i < plan.count; ++i) {
-    const T* wb = stream.acquire(i);
-    const std::int64_t lo = plan.lo(i), hi = plan.hi(i);
-    const auto l = static_cast<std::size_t>(lo), rows = static_cast<std::size_t>(hi - lo);
-    if (m > 0) {
-      if (out_in)  // dX += dY[:, lo:hi] · W_b
-        gemm_pieces<T>(world, false, m, k, rows, dy.data.data() + l, n, wb, cols,
-                     i == 0 ? T(0) : T(1), dx.data.data(), k);
-      else  // dX[:, lo:hi] = dY · W_bᵀ
-        gemm_pieces<T>(world, true, m, rows, n, dy.data.data(), n, wb, cols, T(0), dx.row(0) + l, k);
+void sharded_weights::backward(context& ctx, const run_case& c, const backward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
+                        gradients<T> dws) {
+    const matrix<T>& w = ws[0];
+    matrix<T>& dw = dws[0];
+    comm& world = ctx.grid.axis(0);
+    const bucket_plan plan = plan_buckets(c);
+    const partition& wrows = c.part(weight_row_key(c));
+    const auto m = x.rows, n = static_cast<std::size_t>(c.prob.N),
+               k = static_cast<std::size_t>(c.prob.K), cols = static_cast<std::size_t>(plan.cols);
+    const bool out_in = c.prob.layout == weight_layout::out_in;
+    const int r = world.rank();
+    dx = matrix<T>(m, k);
+    dw = matrix<T>(w.rows, w.cols);
+    const auto own_rows = [&](std::int64_t i) { return plan.hi(i) - plan.lo(i); };
+    bucket_stream<T, decltype(own_rows)> stream(world, w, wrows, plan, c.param("overlap") != 0,
+                                                own_rows, false, true);
+    for (std::int64_t i = 0; i < plan.count; ++i) {
+      const T* wb = stream.acquire(i);
+      const std::int64_t lo = plan.lo(i), hi = plan.hi(i);
+      const auto l = static_cast<std::size_t>(lo), rows = static_cast<std::size_t>(hi - lo);
+      if (m > 0) {
+        if (out_in)  // dX += dY[:, lo:hi] · W_b
+          gemm_pieces<T>(world, false, m, k, rows, dy.data.data() + l, n, wb, cols,
+                         i == 0 ? T(0) : T(1), dx.data.data(), k);
+        else  // dX[:, lo:hi] = dY · W_bᵀ
+          gemm_pieces<T>(world, true, m, rows, n, dy.data.data(), n, wb, cols, T(0), dx.row(0) + l,
+                         k);
+      }
+      stream.release();
+      // This bucket's dW partial sums over the local rows, reduce-scattered to the rows' owners.
+      mem::tracked_vector<T> partial(rows * cols);
+      if (m > 0 && partial.size() > 0) {
+        if (out_in)  // dW_b = dY[:, lo:hi]ᵀ · X
+          ref::gemm<T>(true, false, rows, k, m, T(1), dy.data.data() + l, n, x.data.data(), k, T(0),
+                       partial.data(), cols);
+        else  // dW_b = X[:, lo:hi]ᵀ · dY
+          ref::gemm<T>(true, false, rows, n, m, T(1), x.data.data() + l, k, dy.data.data(), n, T(0),
+                       partial.data(), cols);
+      }
+      const std::int64_t a = std::max(lo, wrows.offset(r));
+      const std::int64_t b = std::min(hi, wrows.offset(r) + wrows.size(r));
+      T* out = dw.data.data() + (b > a ? (a - wrows.offset(r)) * plan.cols : 0);
+      world.reduce_scatter_sum<T>(
+          std::span<const T>(partial.data(), partial.size()),
+          std::span<T>(out, static_cast<std::size_t>(std::max<std::int64_t>(b - a, 0) * plan.cols)),
+          world.window_counts(wrows, lo, hi, plan.cols));
     }
-    stream.release();
-    // This bucket's dW partial sums over the local rows, reduce-scattered to the rows' owners.
-    mem::tracked_vector<T> partial(rows * cols);
-    if (m > 0 && partial.size() > 0) {
-      if (out_in)  // dW_b = dY[:, lo:hi]ᵀ · X
-        ref::gemm<T>(true, false, rows, k, m, T(1), dy.data.data() + l, n, x.data.data(), k, T(0),
-                     partial.data(), cols);
-      else  // dW_b = X[:, lo:hi]ᵀ · dY
-        ref::gemm<T>(true, false, rows, n, m, T(1), x.data.data() + l, k, dy.data.data(), n, T(0),
-                     partial.data(), cols);
-    }
-    const std::int64_t a = std::max(lo, wrows.offset(r));
-    const std::int64_t b = std::min(hi, wrows.offset(r) + wrows.size(r));
-    T* out = dw.data.data() + (b > a ? (a - wrows.offset(r)) * plan.cols : 0);
-    world.reduce_scatter_sum<T>(
-        std::span<const T>(partial.data(), partial.size()),
-        std::span<T>(out, static_cast<std::size_t>(std::max<std::int64_t>(b - a, 0) * plan.cols)),
-        world.window_counts(wrows, lo, hi, plan.cols));
-  }
+  });
 }
-
-SHARDCHECK_INSTANTIATE_STRATEGY(sharded_weights);
 
 }  // namespace shardcheck::par

@@ -26,7 +26,7 @@
 //             started before bucket i's reduce-scatter: AG0 AG1 RS0 AG2 RS1 … RS(n−1)
 //
 // Memory (bytes per rank). Held by the harness, outside the measured scope: the X shard
-// (M_r·K·s), the W shard (R_r·C·s), the dY shard (M_r·N·s). Allocated by the strategy, in the
+// (M_r·K·s), the W shard (R_r·C·s), the dY shard (M_r·N·s). Allocated by the kernel, in the
 // bound the cost model states (the two buckets alive at once are consecutive, so together they
 // hold at most min(2b, R) rows — the last bucket may be short):
 //   forward  ≤ Y shard M_r·N·s + min(2b, R)·C·s
@@ -43,7 +43,17 @@
 //
 // Example: p = 2, out_in, N = 5, K = 4, part.N = 3,2, f64, bucket=64: a row is 32 B, b = 2,
 // buckets rows 0–1, 2–3, 4; gather counts 8,0 then 4,4 then 0,4 elements.
-#include "shardcheck/parallel/strategy.hpp"
+//
+// Protected hooks (forward only; the defaults are the algorithm above), for a subclass:
+//   forward_bucket_bytes(c)  B of forward's buckets (c.param("bucket")); the bounds keep B
+//   buffer_rows(b, i)        rows of bucket i's buffer (its own); both peak bounds follow it
+//   reuse_previous_buffer()  bucket i+1 gathered into bucket i's buffer (false)
+//   start_gathers()          false: own rows only, no gather (the benchmark's compute-only run)
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
@@ -59,29 +69,42 @@ struct bucket_plan {
   // Rows of the largest pair of consecutive buckets: min(2b, R).
   [[nodiscard]] std::int64_t pair_rows() const { return std::min(2 * per_bucket, rows); }
 };
+// The plan for a budget of `bytes` per bucket; plan_buckets(c) is that of B = c.param("bucket").
+[[nodiscard]] bucket_plan plan_buckets(const run_case& c, std::int64_t bytes);
 [[nodiscard]] bucket_plan plan_buckets(const run_case& c);
 // W's row key in the case's partitions: "N" (out_in) or "K" (in_out).
 [[nodiscard]] std::string weight_row_key(const run_case& c);
 
-class sharded_weights : public strategy_base<sharded_weights> {
+class sharded_weights : public kernel {
  public:
-  // Deliberate defects, used by shardcheck's mutants to prove that its properties fire.
-  // padded_buckets: every bucket buffer is b rows (the short last one too) and the cost model
-  // says so honestly; its peak then rises from R to 2b rows when B drops just below W's size.
-  // skips_gathers (forward only) is no mutant but the benchmark's compute-only baseline: the same
-  // buckets, buffers (this rank's rows copied in, the rest left zero), products and progress
-  // calls, with no gather started; its Y is wrong wherever another rank owns W rows.
-  enum class defect { none, ignores_bucket, reuses_buffer, padded_buckets, skips_gathers };
+  sharded_weights();
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
-  explicit sharded_weights(defect d = defect::none, std::string name = "sharded_weights")
-      : defect_(d), name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
-  SHARDCHECK_DECLARE_STRATEGY_MEMBERS;
+ protected:
+  // The bucket budget forward plans its buckets with. cost() states the buckets of
+  // c.param("bucket") whatever this returns.
+  [[nodiscard]] virtual std::int64_t forward_bucket_bytes(const run_case& c) const {
+    return c.param("bucket");
+  }
+  // Rows of the buffer forward gathers bucket i of plan b into (at least the bucket's own rows,
+  // hi − lo). cost() bounds both phases' buffers with it: the largest pair of consecutive
+  // buffers (overlap=1) or the largest buffer (overlap=0).
+  [[nodiscard]] virtual std::int64_t buffer_rows(const bucket_plan& b, std::int64_t i) const {
+    return b.hi(i) - b.lo(i);
+  }
+  // Forward gathers bucket i+1 into bucket i's buffer (allocated once, for bucket 0), before
+  // bucket i's products ran.
+  [[nodiscard]] virtual bool reuse_previous_buffer() const { return false; }
+  // Forward starts each bucket's gather; if not, a buffer holds this rank's rows only (the rest
+  // is left as allocated) and the ledger stays empty.
+  [[nodiscard]] virtual bool start_gathers() const { return true; }
 
  private:
-  defect defect_;
-  std::string name_;
+  kernel_info info_;
 };
 
 }  // namespace shardcheck::par

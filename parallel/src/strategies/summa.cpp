@@ -1,6 +1,7 @@
 #include "strategies/summa.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "shardcheck/reference/gemm.hpp"
 
@@ -28,33 +29,34 @@ ledger_entry on_axis(ledger_entry e, int axis) {
   return e;
 }
 
-std::size_t ld(std::int64_t cols) { return static_cast<std::size_t>(std::max<std::int64_t>(1, cols)); }
+std::size_t ld(std::int64_t cols) {
+  return static_cast<std::size_t>(std::max<std::int64_t>(1, cols));
+}
 }  // namespace
 
-std::string summa::summary() const {
-  return "2D SUMMA on a pr × p/pr mesh: X, W, Y block-sharded; K panels broadcast along mesh rows "
-         "and columns; backward all-gathers dY and reduce-scatters dX, dW";
-}
-
-std::vector<param_spec> summa::params() const {
+summa::summa() {
+  info_.name = "summa";
+  info_.summary =
+      "2D SUMMA on a pr × p/pr mesh: X, W, Y block-sharded; K panels broadcast along mesh rows "
+      "and columns; backward all-gathers dY and reduce-scatters dX, dW";
   param_spec pr{"pr", 1, 1 << 20, 1, "rows of the pr × (p/pr) mesh; must divide p"};
   pr.divides_p = true;
-  return {pr};
+  info_.params = {pr};
 }
 
 std::vector<int> summa::mesh_dims(const run_case& c) const {
   const std::int64_t pr = c.param("pr");
   if (pr < 1 || c.p % pr != 0)
-    throw invalid_problem(name_ + ": pr=" + std::to_string(pr) + " must divide p=" +
-                          std::to_string(c.p));
+    throw invalid_problem(info_.name + ": pr=" + std::to_string(pr) +
+                          " must divide p=" + std::to_string(c.p));
   return {static_cast<int>(pr), c.p / static_cast<int>(pr)};
 }
 
-layout summa::placement_of(tensor t, const run_case& c) const {
+layout summa::placement(tensor_slot t, const run_case& c) const {
   const bool out_in = c.prob.layout == weight_layout::out_in;
   const layout rows_cols = {placement::S(0), placement::S(1)};
   const layout cols_rows = {placement::S(1), placement::S(0)};
-  switch (t) {
+  switch (t.t) {
     case tensor::x:
     case tensor::y:
     case tensor::dy: return rows_cols;
@@ -65,7 +67,7 @@ layout summa::placement_of(tensor t, const run_case& c) const {
   return {placement::R(), placement::R()};
 }
 
-cost_estimate summa::cost(const run_case& c, std::span<const int> coords) const {
+claims summa::cost(const run_case& c, std::span<const int> coords) const {
   const int i = coords[0], j = coords[1];
   const auto dims = mesh_dims(c);
   const int pr = dims[0], pc = dims[1];
@@ -75,22 +77,23 @@ cost_estimate summa::cost(const run_case& c, std::span<const int> coords) const 
                   &ks1 = c.part("K@1"), &ns = c.part("N"), &ns1 = c.part("N@1");
   const std::int64_t m = c.prob.M, n = c.prob.N;
   const std::int64_t mi = rows.size(i), nj = ns1.size(j), ki = ks.size(i), kj = ks1.size(j);
-  cost_estimate e;
+  claims out;
+  auto& log = out.collectives.emplace();
+  auto& peak = out.peak.emplace();
   for (std::int64_t lo = 0; lo < c.prob.K;) {
     const std::int64_t hi = summa_panel_end(ks, ks1, lo), kk = hi - lo;
-    e.forward.push_back(
+    log.forward.push_back(
         on_axis(broadcast_entry(c.backend, mi * kk, ks1.owner(lo), j, pc, es), 1));
-    e.forward.push_back(
-        on_axis(broadcast_entry(c.backend, nj * kk, ks.owner(lo), i, pr, es), 0));
+    log.forward.push_back(on_axis(broadcast_entry(c.backend, nj * kk, ks.owner(lo), i, pr, es), 0));
     lo = hi;
   }
   const std::int64_t kmax = widest_panel(ks, ks1);
-  e.peak_forward = (mi * nj + (mi + nj) * kmax) * s;
+  peak.forward = (mi * nj + (mi + nj) * kmax) * s;
 
-  e.backward.push_back(on_axis(all_gather_entry(c.backend, rows.scaled(nj), i, es), 0));
-  e.backward.push_back(on_axis(reduce_scatter_entry(c.backend, rows1.scaled(ki), j, es), 1));
-  e.backward.push_back(on_axis(all_gather_entry(c.backend, ns1.scaled(mi), j, es), 1));
-  e.backward.push_back(on_axis(reduce_scatter_entry(c.backend, ns.scaled(kj), i, es), 0));
+  log.backward.push_back(on_axis(all_gather_entry(c.backend, rows.scaled(nj), i, es), 0));
+  log.backward.push_back(on_axis(reduce_scatter_entry(c.backend, rows1.scaled(ki), j, es), 1));
+  log.backward.push_back(on_axis(all_gather_entry(c.backend, ns1.scaled(mi), j, es), 1));
+  log.backward.push_back(on_axis(reduce_scatter_entry(c.backend, ns.scaled(kj), i, es), 0));
   // dX phase: gathered dY (M·n_j) with Q (M·k_i), then Q with dX (m@1_j·k_i).
   const std::int64_t gathered = m * nj, q = m * ki, dx = rows1.size(j) * ki;
   const std::int64_t dx_phase = std::max(gathered + q, q + dx);
@@ -99,108 +102,115 @@ cost_estimate summa::cost(const run_case& c, std::span<const int> coords) const 
   const std::int64_t packed = mi * n, r = n * kj, dw = ns.size(i) * kj;
   std::int64_t dw_phase = std::max(packed + r, r + dw);
   if (c.prob.layout == weight_layout::in_out) dw_phase = std::max(dw_phase, 2 * dw);
-  e.peak_backward = std::max(dx_phase, dx + dw_phase) * s;
-  e.chains = {c.prob.K,
-              ns1.max_size() + reduction_depth(c.backend, collective::reduce_scatter, pc, m * ki),
-              rows.max_size() + reduction_depth(c.backend, collective::reduce_scatter, pr, n * kj)};
-  return e;
+  peak.backward = std::max(dx_phase, dx + dw_phase) * s;
+  out.chains = {
+      {c.prob.K,
+       ns1.max_size() + reduction_depth(c.backend, collective::reduce_scatter, pc, m * ki),
+       rows.max_size() + reduction_depth(c.backend, collective::reduce_scatter, pr, n * kj)}};
+  return out;
 }
 
-template <class T>
-void summa::forward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,
-                      matrix<T>& y) const {
-  comm& column = ctx.grid.axis(0);  // the ranks of this mesh column: varying i
-  comm& row = ctx.grid.axis(1);     // the ranks of this mesh row: varying j
-  const int i = ctx.grid.coords()[0], j = ctx.grid.coords()[1];
-  const int pr = ctx.grid.dims()[0];
-  const partition &ks = c.part("K"), &ks1 = c.part("K@1");
-  const bool out_in = c.prob.layout == weight_layout::out_in;
-  const auto mi = x.rows, nj = static_cast<std::size_t>(c.part("N@1").size(j));
-  const auto kmax = static_cast<std::size_t>(widest_panel(ks, ks1));
-  y = matrix<T>(mi, nj);
-  std::fill(y.data.begin(), y.data.end(), T(0));  // tracked memory is not initialised
-  matrix<T> xp(mi, kmax), wp(kmax, nj);  // panel buffers: mi×kk and kk×nj (out_in: nj×kk)
-  for (std::int64_t lo = 0; lo < c.prob.K;) {
-    const std::int64_t hi = summa_panel_end(ks, ks1, lo);
-    const auto kk = static_cast<std::size_t>(hi - lo);
-    const int jx = ks1.owner(lo), iw = ks.owner(lo);
-    if (j == jx) {
-      const auto at = static_cast<std::size_t>(lo - ks1.offset(j));
-      for (std::size_t r = 0; r < mi; ++r) std::copy_n(x.row(r) + at, kk, xp.data.data() + r * kk);
-    }
-    row.broadcast<T>(std::span<T>(xp.data.data(), mi * kk), jx);
-    // The mutant takes the W panel from the next mesh row, at the same place in its own block.
-    const int root = defect_ == defect::w_panel_wrong_row ? (iw + 1) % pr : iw;
-    if (i == root) {
-      const auto ki = static_cast<std::size_t>(ks.size(i));
-      for (std::size_t t = 0; t < kk; ++t) {
-        // Local K index of panel row t (wraps only in the mutant, whose block may be shorter).
-        const auto k = ki == 0 ? 0 : (static_cast<std::size_t>(lo - ks.offset(iw)) + t) % ki;
-        for (std::size_t q = 0; q < nj; ++q) {
-          const T v = ki == 0 ? T(0) : out_in ? w.row(q)[k] : w.row(k)[q];
-          if (out_in) wp.data[q * kk + t] = v;
-          else wp.data[t * nj + q] = v;
+void summa::forward(context& ctx, const run_case& c, const forward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
+    const matrix<T>& w = ws[0];
+    comm& column = ctx.grid.axis(0);  // the ranks of this mesh column: varying i
+    comm& row = ctx.grid.axis(1);     // the ranks of this mesh row: varying j
+    const int i = ctx.grid.coords()[0], j = ctx.grid.coords()[1];
+    const int pr = ctx.grid.dims()[0];
+    const partition &ks = c.part("K"), &ks1 = c.part("K@1");
+    const bool out_in = c.prob.layout == weight_layout::out_in;
+    const auto mi = x.rows, nj = static_cast<std::size_t>(c.part("N@1").size(j));
+    const auto kmax = static_cast<std::size_t>(widest_panel(ks, ks1));
+    y = matrix<T>(mi, nj);
+    std::fill(y.data.begin(), y.data.end(), T(0));  // tracked memory is not initialised
+    matrix<T> xp(mi, kmax), wp(kmax, nj);  // panel buffers: mi×kk and kk×nj (out_in: nj×kk)
+    for (std::int64_t lo = 0; lo < c.prob.K;) {
+      const std::int64_t hi = summa_panel_end(ks, ks1, lo);
+      const auto kk = static_cast<std::size_t>(hi - lo);
+      const int jx = ks1.owner(lo), iw = ks.owner(lo);
+      if (j == jx) {
+        const auto at = static_cast<std::size_t>(lo - ks1.offset(j));
+        for (std::size_t r = 0; r < mi; ++r)
+          std::copy_n(x.row(r) + at, kk, xp.data.data() + r * kk);
+      }
+      row.broadcast<T>(std::span<T>(xp.data.data(), mi * kk), jx);
+      const int root = w_panel_root(iw, pr);
+      if (i == root) {
+        const auto ki = static_cast<std::size_t>(ks.size(i));
+        for (std::size_t t = 0; t < kk; ++t) {
+          // Local K index of panel row t (wraps only for a root other than iw, whose block may
+          // be shorter).
+          const auto k = ki == 0 ? 0 : (static_cast<std::size_t>(lo - ks.offset(iw)) + t) % ki;
+          for (std::size_t q = 0; q < nj; ++q) {
+            const T v = ki == 0 ? T(0) : out_in ? w.row(q)[k] : w.row(k)[q];
+            if (out_in)
+              wp.data[q * kk + t] = v;
+            else
+              wp.data[t * nj + q] = v;
+          }
         }
       }
+      column.broadcast<T>(std::span<T>(wp.data.data(), kk * nj), root);
+      ref::gemm<T>(false, out_in, mi, nj, kk, T(1), xp.data.data(), kk, wp.data.data(),
+                   out_in ? kk : ld(static_cast<std::int64_t>(nj)), T(1), y.data.data(),
+                   ld(static_cast<std::int64_t>(nj)));
+      lo = hi;
     }
-    column.broadcast<T>(std::span<T>(wp.data.data(), kk * nj), root);
-    ref::gemm<T>(false, out_in, mi, nj, kk, T(1), xp.data.data(), kk, wp.data.data(),
-                 out_in ? kk : ld(static_cast<std::int64_t>(nj)), T(1), y.data.data(),
-                 ld(static_cast<std::int64_t>(nj)));
-    lo = hi;
-  }
+  });
 }
 
-template <class T>
-void summa::backward_t(context& ctx, const run_case& c, const matrix<T>& x, const matrix<T>& w,
-                       const matrix<T>& dy, matrix<T>& dx, matrix<T>& dw) const {
-  comm& column = ctx.grid.axis(0);
-  comm& row = ctx.grid.axis(1);
-  const int i = ctx.grid.coords()[0], j = ctx.grid.coords()[1];
-  const partition &rows = c.part("M"), &rows1 = c.part("M@1"), &ns = c.part("N"),
-                  &ns1 = c.part("N@1");
-  const weight_layout l = c.prob.layout;
-  const auto m = static_cast<std::size_t>(c.prob.M), n = static_cast<std::size_t>(c.prob.N);
-  const auto mi = dy.rows, nj = dy.cols;
-  const auto ki = static_cast<std::size_t>(c.part("K").size(i)), kj = x.cols;
-  {
-    // dX (W stationary): dY[:, N@1_j] gathered down the mesh column, Q reduced along the row.
-    matrix<T> gathered(m, nj);
+void summa::backward(context& ctx, const run_case& c, const backward_io& io) const {
+  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
+                        gradients<T> dws) {
+    const matrix<T>& w = ws[0];
+    matrix<T>& dw = dws[0];
+    comm& column = ctx.grid.axis(0);
+    comm& row = ctx.grid.axis(1);
+    const int i = ctx.grid.coords()[0], j = ctx.grid.coords()[1];
+    const partition &rows = c.part("M"), &rows1 = c.part("M@1"), &ns = c.part("N"),
+                    &ns1 = c.part("N@1");
+    const weight_layout l = c.prob.layout;
+    const auto m = static_cast<std::size_t>(c.prob.M), n = static_cast<std::size_t>(c.prob.N);
+    const auto mi = dy.rows, nj = dy.cols;
+    const auto ki = static_cast<std::size_t>(c.part("K").size(i)), kj = x.cols;
+    {
+      // dX (W stationary): dY[:, N@1_j] gathered down the mesh column, Q reduced along the row.
+      matrix<T> gathered(m, nj);
+      std::copy(dy.data.begin(), dy.data.end(),
+                gathered.row(static_cast<std::size_t>(rows.offset(i))));
+      column.all_gather<T>(gathered.span(), rows, static_cast<std::int64_t>(nj));
+      matrix<T> q(m, ki);
+      ref::linear_backward_dx<T>(l, m, nj, ki, gathered.data.data(), w.data.data(), q.data.data());
+      gathered = matrix<T>();
+      dx = matrix<T>(static_cast<std::size_t>(rows1.size(j)), ki);
+      row.reduce_scatter_sum<T>(q.span(), dx.span(), rows1, static_cast<std::int64_t>(ki));
+    }
+    // dW (X stationary): dY[M_i, :] gathered along the mesh row as packed blocks (block j' is
+    // m_i × n_j'), R = dY[M_i, :]ᵀ·X_ij in N×k@1_j, reduced down the mesh column.
+    matrix<T> packed(mi, n);
     std::copy(dy.data.begin(), dy.data.end(),
-              gathered.row(static_cast<std::size_t>(rows.offset(i))));
-    column.all_gather<T>(gathered.span(), rows, static_cast<std::int64_t>(nj));
-    matrix<T> q(m, ki);
-    ref::linear_backward_dx<T>(l, m, nj, ki, gathered.data.data(), w.data.data(), q.data.data());
-    gathered = matrix<T>();
-    dx = matrix<T>(static_cast<std::size_t>(rows1.size(j)), ki);
-    row.reduce_scatter_sum<T>(q.span(), dx.span(), rows1, static_cast<std::int64_t>(ki));
-  }
-  // dW (X stationary): dY[M_i, :] gathered along the mesh row as packed blocks (block j' is
-  // m_i × n_j'), R = dY[M_i, :]ᵀ·X_ij in N×k@1_j, reduced down the mesh column.
-  matrix<T> packed(mi, n);
-  std::copy(dy.data.begin(), dy.data.end(),
-            packed.data.data() + static_cast<std::size_t>(ns1.offset(j)) * mi);
-  row.all_gather<T>(packed.span(), ns1, static_cast<std::int64_t>(mi));
-  matrix<T> r(n, kj);
-  for (int q = 0; q < ns1.parts(); ++q) {
-    const auto n0 = static_cast<std::size_t>(ns1.offset(q)), nq = static_cast<std::size_t>(ns1.size(q));
-    ref::linear_backward_dw<T>(weight_layout::out_in, mi, nq, kj, packed.data.data() + n0 * mi,
-                               x.data.data(), r.row(n0));
-  }
-  packed = matrix<T>();
-  const auto ni = static_cast<std::size_t>(ns.size(i));
-  matrix<T> reduced(ni, kj);
-  column.reduce_scatter_sum<T>(r.span(), reduced.span(), ns, static_cast<std::int64_t>(kj));
-  r = matrix<T>();
-  if (l == weight_layout::out_in) {
-    dw = std::move(reduced);
-    return;
-  }
-  dw = matrix<T>(kj, ni);
-  for (std::size_t a = 0; a < ni; ++a)
-    for (std::size_t b = 0; b < kj; ++b) dw.row(b)[a] = reduced.row(a)[b];
+              packed.data.data() + static_cast<std::size_t>(ns1.offset(j)) * mi);
+    row.all_gather<T>(packed.span(), ns1, static_cast<std::int64_t>(mi));
+    matrix<T> r(n, kj);
+    for (int q = 0; q < ns1.parts(); ++q) {
+      const auto n0 = static_cast<std::size_t>(ns1.offset(q)),
+                 nq = static_cast<std::size_t>(ns1.size(q));
+      ref::linear_backward_dw<T>(weight_layout::out_in, mi, nq, kj, packed.data.data() + n0 * mi,
+                                 x.data.data(), r.row(n0));
+    }
+    packed = matrix<T>();
+    const auto ni = static_cast<std::size_t>(ns.size(i));
+    matrix<T> reduced(ni, kj);
+    column.reduce_scatter_sum<T>(r.span(), reduced.span(), ns, static_cast<std::int64_t>(kj));
+    r = matrix<T>();
+    if (l == weight_layout::out_in) {
+      dw = std::move(reduced);
+      return;
+    }
+    dw = matrix<T>(kj, ni);
+    for (std::size_t a = 0; a < ni; ++a)
+      for (std::size_t b = 0; b < kj; ++b) dw.row(b)[a] = reduced.row(a)[b];
+  });
 }
-
-SHARDCHECK_INSTANTIATE_STRATEGY(summa);
 
 }  // namespace shardcheck::par

@@ -40,25 +40,36 @@
 //
 // Example: p = 4, pr = 2, K = 5, part.K = 3,2, part.K@1 = 1,4: the panels are [0,1) (jx 0, iw 0),
 // [1,3) (jx 1, iw 0) and [3,5) (jx 1, iw 1); three pairs of broadcasts in forward.
-#include "shardcheck/parallel/strategy.hpp"
+//
+// Protected hook (the default is the algorithm above), for a subclass:
+//   w_panel_root(iw, pr)  the mesh row each W panel is broadcast from (iw; cost() keeps iw)
+#include <cstdint>
+
+#include "shardcheck/parallel/kernel.hpp"
 
 namespace shardcheck::par {
 
-class summa : public strategy_base<summa> {
+class summa : public kernel {
  public:
-  // Deliberate defects, used only by shardcheck's mutants to prove that its properties fire.
-  enum class defect { none, w_panel_wrong_row };
-
-  explicit summa(defect d = defect::none, std::string name = "summa")
-      : defect_(d), name_(std::move(name)) {}
-
-  [[nodiscard]] std::string name() const override { return name_; }
+  summa();
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
   [[nodiscard]] std::vector<int> mesh_dims(const run_case& c) const override;
-  SHARDCHECK_DECLARE_STRATEGY_MEMBERS;
+  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
+  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
+  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
+
+ protected:
+  // The mesh row (of `rows`) forward broadcasts the W panel owned by row `panel_owner` from;
+  // that row sends its W rows at the panel's offset in its own block, wrapping around it. cost()
+  // states the owner as the root whatever this returns.
+  [[nodiscard]] virtual int w_panel_root(int panel_owner, int rows) const {
+    (void)rows;
+    return panel_owner;
+  }
 
  private:
-  defect defect_;
-  std::string name_;
+  kernel_info info_;
 };
 
 // The end of the K panel starting at lo: the nearer of the two partitions' next cuts.
