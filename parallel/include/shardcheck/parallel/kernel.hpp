@@ -59,7 +59,7 @@ struct param_spec {
   bool divides_p = false;
 };
 
-inline constexpr dtype all_dtypes[] = {dtype::f32, dtype::f64};
+inline constexpr dtype all_dtypes[] = {dtype::f64, dtype::f32};
 inline constexpr weight_layout all_layouts[] = {weight_layout::out_in, weight_layout::in_out};
 inline constexpr value_mode all_modes[] = {value_mode::exact, value_mode::uniform,
                                            value_mode::wide, value_mode::cancel,
