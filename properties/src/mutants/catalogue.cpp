@@ -1,0 +1,370 @@
+// The catalogue: every operator × every registered strategy, as named cells.
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <set>
+#include <utility>
+
+#include "mutants/faults.hpp"
+#include "mutants/kernels.hpp"
+#include "shardcheck/parallel/registry.hpp"
+#include "shardcheck/properties/generators.hpp"
+#include "shardcheck/properties/mutants.hpp"
+
+namespace shardcheck::prop {
+
+std::int64_t mutant_cell::fire_count() const { return log != nullptr ? log->acts : 0; }
+
+namespace {
+using mutants::fire_log;
+using par::collective;
+using par::layer_position;
+
+constexpr std::array<old_mutant, 27> old_table{{
+    {"dp_drop_last_shard", "mutant.ag_drop_last@data_parallel", property::forward},
+    {"dp_reversed_order", "mutant.ag_reversed@data_parallel", property::forward},
+    {"dp_no_dw_all_reduce", "mutant.ar_skipped@data_parallel", property::backward},
+    {"dp_float_compute", "mutant.float_inputs@data_parallel", property::forward},
+    {"dp_copies_w", "mutant.copies_w@data_parallel", property::memory},
+    {"dp_desync", "mutant.rank0_skips@data_parallel", property::runs},
+    {"dp_extra_barrier", "mutant.extra_barrier@data_parallel", property::ledger},
+    {"dp_order_alternates", "mutant.ar_order_alternates@data_parallel", property::determinism},
+    {"dp_rank_order_sum", "mutant.ar_rank_order@data_parallel", property::replicas},
+    {"rp_no_all_reduce", "mutant.ar_skipped@row_parallel", property::forward},
+    {"cp_reversed_order", "mutant.ag_reversed@column_parallel", property::forward},
+    {"summa_wrong_row_panel", "mutant.w_panel_wrong_row@summa", property::forward},
+    {"rd_all_to_all_rows_reversed", "mutant.a2a_reversed@redistribute", property::forward},
+    {"sw_ignores_bucket", "mutant.ignores_bucket@sharded_weights", property::memory},
+    {"sw_reuses_buffer", "mutant.reuses_buffer@sharded_weights", property::forward},
+    {"sw_padded_buckets", "mutant.padded_buckets@sharded_weights", property::memory},
+    {"crp_wrong_w2_shard", "mutant.last_w_rows_reversed@column_row_pair", property::forward},
+    {"spp_scatter_wrong_partition", "mutant.rs_even_offsets@sequence_parallel_pair",
+     property::forward},
+    {"pp_micro_batch_shifted", "mutant.p2p_lagged@pipeline_gpipe", property::forward},
+    {"pp_keeps_activations", "mutant.keeps_activations@pipeline_1f1b", property::memory},
+    {"hybrid_dw_over_world", "mutant.dw_over_world@hybrid_mesh", property::backward},
+    {"ring_short_by_one", "mutant.ag_ring_short@data_parallel", property::forward},
+    {"broadcast_wrong_root", "mutant.bcast_wrong_root@collective.broadcast", property::forward},
+    {"all_reduce_no_gather", "mutant.ar_scatter_only@row_parallel", property::forward},
+    {"reduce_scatter_even", "mutant.rs_even_offsets@row_parallel", property::forward},
+    {"nonblocking_short_by_one", "mutant.started_early@collective.overlap", property::forward},
+    {"nonblocking_dw_short_by_one", "mutant.started_early@collective.overlap", property::backward},
+}};
+
+// What a strategy's claims list, over the sampled cases.
+struct usage {
+  bool claimed = false;        // some case claimed its collectives
+  std::set<collective> kinds;  // collectives on a comm of ≥ 2 ranks, with elements
+  int widest_reduce = 0;       // the most ranks an all-reduce ran on
+  bool any_collective = false, any_shared = false, sends = false;
+};
+
+usage usage_of(const par::kernel& k, int max_p) {
+  usage u;
+  constexpr int samples = 24;
+  for (int i = 0; i < samples; ++i) {
+    try {
+      const par::run_case c = case_for(k, max_p)(rc::Random(7919u * (i + 1)), 5 + 4 * i).value();
+      const std::vector<int> dims = k.mesh_dims(c);
+      for (int r = 0; r < c.p; ++r) {
+        const par::claims cl = k.cost(c, par::coords_of(r, dims));
+        if (!cl.collectives) continue;
+        u.claimed = true;
+        for (const auto* list : {&cl.collectives->forward, &cl.collectives->backward})
+          for (const par::ledger_entry& e : *list) {
+            if (e.kind == collective::send || e.kind == collective::recv) {
+              u.sends = true;
+              continue;
+            }
+            u.any_collective = true;
+            const int ranks = e.axis < 0 ? c.p : dims.at(static_cast<std::size_t>(e.axis));
+            if (ranks < 2) continue;
+            u.any_shared = true;
+            if (e.elements > 0 || e.kind == collective::barrier) u.kinds.insert(e.kind);
+            if (e.kind == collective::all_reduce && e.elements > 0)
+              u.widest_reduce = std::max(u.widest_reduce, ranks);
+          }
+      }
+    } catch (const std::exception&) {
+      // a drawn case the kernel rejects says nothing about its collectives
+    }
+  }
+  return u;
+}
+
+using layer_maker = std::function<std::unique_ptr<par::collectives>(
+    std::unique_ptr<par::collectives>, std::shared_ptr<fire_log>)>;
+
+template <class Layer>
+layer_maker maker() {
+  return [](std::unique_ptr<par::collectives> inner, std::shared_ptr<fire_log> log) {
+    return std::make_unique<Layer>(std::move(inner), std::move(log));
+  };
+}
+
+struct fault_op {
+  mutant_operator info;
+  layer_position where;
+  layer_maker make;
+  std::function<bool(const usage&)> applies;
+};
+
+bool has(const usage& u, collective k) { return !u.claimed || u.kinds.count(k) != 0; }
+
+std::vector<fault_op> fault_ops() {
+  const auto kind = [](collective k) { return [k](const usage& u) { return has(u, k); }; };
+  const auto below = layer_position::below, above = layer_position::above;
+  return {
+      {{"ag_drop_last",
+        "all-gather: the last rank's part never arrives (receivers keep what "
+        "they held there)",
+        "all_gather"},
+       below,
+       maker<mutants::ag_drop_last>(),
+       kind(collective::all_gather)},
+      {{"ag_ring_short",
+        "all-gather: a ring one step short, rank r never receives rank r+1's "
+        "part",
+        "all_gather"},
+       below,
+       maker<mutants::ag_ring_short>(),
+       kind(collective::all_gather)},
+      {{"ag_reversed", "all-gather: the parts laid out in reverse rank order", "all_gather"},
+       below,
+       maker<mutants::ag_reversed>(),
+       kind(collective::all_gather)},
+      {{"ar_skipped", "all-reduce: never reduced, each rank keeps its own partial", "all_reduce"},
+       below,
+       maker<mutants::ar_skipped>(),
+       kind(collective::all_reduce)},
+      {{"ar_scatter_only",
+        "all-reduce: stops after its reduce-scatter half (each rank holds "
+        "the sum in its balanced chunk only)",
+        "all_reduce"},
+       below,
+       maker<mutants::ar_scatter_only>(),
+       kind(collective::all_reduce)},
+      {{"ar_order_alternates",
+        "all-reduce: summed in another order after a comm's first call, "
+        "the same on every rank (a determinism defect)",
+        "all_reduce"},
+       below,
+       maker<mutants::ar_order_alternates>(),
+       [](const usage& u) { return !u.claimed || u.widest_reduce >= 3; }},
+      {{"ar_rank_order", "all-reduce: each rank sums starting from itself (replicas drift)",
+        "all_reduce"},
+       below,
+       maker<mutants::ar_rank_order>(),
+       [](const usage& u) { return !u.claimed || u.widest_reduce >= 3; }},
+      {{"rs_even_offsets", "reduce-scatter: parts read where an even split would put them",
+        "reduce_scatter"},
+       below,
+       maker<mutants::rs_even_offsets>(),
+       kind(collective::reduce_scatter)},
+      {{"bcast_wrong_root", "broadcast: from root+1 mod p", "broadcast"},
+       below,
+       maker<mutants::bcast_wrong_root>(),
+       kind(collective::broadcast)},
+      {{"a2a_reversed", "all-to-all: received blocks laid out in reverse sender order",
+        "all_to_all"},
+       below,
+       maker<mutants::a2a_reversed>(),
+       kind(collective::all_to_all)},
+      {{"rank0_skips",
+        "rank 0 skips its first collective on a comm (a barrier in its place): "
+        "the ranks disagree",
+        "any collective"},
+       above,
+       maker<mutants::rank0_skips>(),
+       [](const usage& u) { return !u.claimed || u.any_shared; }},
+      {{"extra_barrier", "a barrier before a comm's first collective that no claim states",
+        "any collective"},
+       above,
+       maker<mutants::extra_barrier>(),
+       [](const usage& u) { return !u.claimed || u.any_collective; }},
+      {{"started_early",
+        "started collectives end early: an all-gather without rank r+1's "
+        "part, a reduction skipped",
+        "started all_gather, reductions"},
+       below,
+       maker<mutants::started_early>(),
+       [](const usage& u) {
+         return has(u, collective::all_gather) || has(u, collective::all_reduce) ||
+                has(u, collective::reduce_scatter);
+       }},
+      {{"p2p_lagged",
+        "point-to-point: each send delivers the previous payload of its size to "
+        "that peer",
+        "send"},
+       below,
+       maker<mutants::p2p_lagged>(),
+       [](const usage& u) { return !u.claimed || u.sends; }},
+  };
+}
+
+par::layer_wrapper wrap_with(layer_position where, layer_maker make,
+                             std::shared_ptr<fire_log> log) {
+  return [where, make = std::move(make), log = std::move(log)](
+             std::unique_ptr<par::collectives> inner, layer_position at,
+             int) -> std::unique_ptr<par::collectives> {
+    if (at != where) return inner;
+    return make(std::move(inner), log);
+  };
+}
+
+struct decorator_op {
+  mutant_operator info;
+  std::function<std::unique_ptr<par::kernel>(const par::kernel&, std::string,
+                                             std::shared_ptr<fire_log>)>
+      make;
+};
+
+template <class K>
+auto decorate() {
+  return [](const par::kernel& k, std::string name, std::shared_ptr<fire_log> log) {
+    return std::unique_ptr<par::kernel>(std::make_unique<K>(k, std::move(name), std::move(log)));
+  };
+}
+
+struct subclass_op {
+  mutant_operator info;
+  const char* host;
+};
+
+const subclass_op subclass_ops[] = {
+    {{"ignores_bucket", "sharded weights: forward gathers all of W at once, whatever the bucket",
+      "hook"},
+     "sharded_weights"},
+    {{"reuses_buffer",
+      "sharded weights: bucket i+1 gathered into bucket i's buffer before its "
+      "products ran",
+      "hook"},
+     "sharded_weights"},
+    {{"padded_buckets",
+      "sharded weights: buffers padded to a full bucket (a smaller bucket can "
+      "raise the peak)",
+      "hook"},
+     "sharded_weights"},
+    {{"w_panel_wrong_row", "SUMMA: each W panel broadcast from the next mesh row", "hook"},
+     "summa"},
+    {{"keeps_activations", "1F1B: activations kept until the step ends", "hook"}, "pipeline_1f1b"},
+    {{"dw_over_world", "hybrid mesh: dW all-reduced over the whole mesh, not the dp axis", "hook"},
+     "hybrid_mesh"},
+};
+
+std::string cell_name(std::string_view op, std::string_view strategy) {
+  return "mutant." + std::string(op) + "@" + std::string(strategy);
+}
+}  // namespace
+
+std::span<const old_mutant> old_mutants() { return old_table; }
+
+struct mutant_set::impl {
+  par::registry owned_strategies;  // empty when built on the caller's registry
+  const par::registry* strategies = nullptr;
+  std::vector<std::string> names;
+  std::vector<mutant_operator> operators;
+  std::vector<mutant_cell> cells;
+  std::vector<std::unique_ptr<par::kernel>> owned;
+  mutant_cell hang;
+};
+
+mutant_set::mutant_set(int max_p) : impl_(std::make_unique<impl>()) {
+  impl_->owned_strategies = par::builtin_strategies();
+  build(impl_->owned_strategies, max_p);
+}
+
+mutant_set::mutant_set(const par::registry& strategies, int max_p)
+    : impl_(std::make_unique<impl>()) {
+  build(strategies, max_p);
+}
+
+void mutant_set::build(const par::registry& strategies, int max_p) {
+  impl& m = *impl_;
+  m.strategies = &strategies;
+  std::vector<usage> used;
+  for (const auto& k : m.strategies->all()) {
+    m.names.push_back(k->name());
+    used.push_back(usage_of(*k, max_p));
+  }
+  const auto add = [&](const mutant_operator& op, const std::string& strategy, bool applies,
+                       const par::kernel* k, par::layer_wrapper wrap,
+                       std::shared_ptr<fire_log> log) {
+    m.cells.push_back({cell_name(op.name, strategy), op.name, strategy, applies,
+                       subject{k, std::move(wrap)}, std::move(log)});
+  };
+  for (const fault_op& op : fault_ops()) {
+    m.operators.push_back(op.info);
+    for (std::size_t i = 0; i < m.names.size(); ++i) {
+      auto log = std::make_shared<fire_log>();
+      add(op.info, m.names[i], op.applies(used[i]), m.strategies->all()[i].get(),
+          wrap_with(op.where, op.make, log), log);
+    }
+  }
+  const decorator_op decorators[] = {
+      {{"float_inputs", "inputs rounded to float before a f64 case runs", "kernel"},
+       decorate<mutants::float_inputs>()},
+      {{"copies_w", "a copy of the weights in a std::vector inside forward", "kernel"},
+       decorate<mutants::copies_w>()},
+      {{"last_w_rows_reversed", "the last weight's local block with its rows reversed", "kernel"},
+       decorate<mutants::last_w_rows_reversed>()},
+  };
+  for (const decorator_op& op : decorators) {
+    m.operators.push_back(op.info);
+    for (std::size_t i = 0; i < m.names.size(); ++i) {
+      const par::kernel& k = *m.strategies->all()[i];
+      auto log = std::make_shared<fire_log>();
+      m.owned.push_back(op.make(k, cell_name(op.info.name, m.names[i]), log));
+      const bool applies = op.info.name != "float_inputs" || k.info().supports(dtype::f64);
+      add(op.info, m.names[i], applies, m.owned.back().get(), {}, log);
+    }
+  }
+  for (const subclass_op& op : subclass_ops) {
+    m.operators.push_back(op.info);
+    const bool hosted = m.strategies->find(op.host) != nullptr;
+    auto log = std::make_shared<fire_log>();
+    m.owned.push_back(mutants::make_subclass(op.info.name, cell_name(op.info.name, op.host), log));
+    add(op.info, op.host, hosted, m.owned.back().get(), {}, log);
+  }
+  auto log = std::make_shared<fire_log>();
+  m.hang = {cell_name("unanswered", "data_parallel"),
+            "unanswered",
+            "data_parallel",
+            false,
+            subject{m.strategies->find("data_parallel"),
+                    wrap_with(layer_position::below, maker<mutants::unanswered>(), log)},
+            log};
+}
+
+mutant_set::~mutant_set() = default;
+
+const mutant_cell* mutant_set::cell(std::string_view name) const {
+  for (const mutant_cell& c : impl_->cells)
+    if (c.name == name) return &c;
+  // The old names, for old replay lines: mutant.dp_drop_last_shard, …, mutant.dp_hang.
+  if (name.starts_with("mutant.")) {
+    const std::string_view old = name.substr(7);
+    if (old == "dp_hang") return cell(impl_->hang.name);
+    for (const old_mutant& o : old_table)
+      if (o.old_name == old) return cell(o.cell);
+  }
+  if (impl_->hang.name == name && impl_->hang.s.k != nullptr) return &impl_->hang;
+  return nullptr;
+}
+
+const mutant_cell* mutant_set::cell(std::string_view op, std::string_view strategy) const {
+  for (const mutant_cell& c : impl_->cells)
+    if (c.op == op && c.strategy == strategy) return &c;
+  return nullptr;
+}
+
+const subject* mutant_set::find(std::string_view name) const {
+  const mutant_cell* c = cell(name);
+  return c != nullptr && c->s.k != nullptr ? &c->s : nullptr;
+}
+
+const std::vector<mutant_operator>& mutant_set::operators() const { return impl_->operators; }
+const std::vector<std::string>& mutant_set::strategies() const { return impl_->names; }
+const std::vector<mutant_cell>& mutant_set::cells() const { return impl_->cells; }
+
+}  // namespace shardcheck::prop
