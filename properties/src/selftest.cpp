@@ -131,7 +131,7 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
 
   // The old mutants: each must be caught by its property.
   int status = 0;
-  std::fprintf(out, "\nold mutants (each must be caught by its property):\n");
+  std::fprintf(out, "\nthe gate: every defect the mutants have always modelled, caught by its property:\n");
   for (const old_mutant& old : old_mutants()) {
     const mutant_cell* c = m.cell(old.cell);
     const outcome_of_cell* r = c != nullptr ? &results[c->name] : nullptr;
@@ -143,25 +143,45 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
                  ok ? "caught" : "NOT CAUGHT");
   }
 
-  // Every cell that applies but was not caught, with why.
-  std::fprintf(out, "\nuncaught cells:\n");
-  int uncaught = 0;
+  // The cells that acted and were not caught (findings), then those whose fault never acted.
+  int caught_cells = 0, acted_cells = 0;
+  std::vector<const mutant_cell*> missed, idle;
   for (const mutant_cell& c : m.cells()) {
     const outcome_of_cell& r = results[c.name];
+    if (caught(r)) ++caught_cells;
+    if (r.acted || caught(r)) ++acted_cells;
     if (!c.applies || caught(r)) continue;
-    ++uncaught;
-    const char* why = r.acted ? "the fault acted, yet no property failed in"
-                              : "the fault never acted (as rank 0 saw it) in";
-    std::fprintf(out,
-                 "  %s: %s %d cases; replay: mpirun -n %d --oversubscribe %s verify "
-                 "--strategy %s --cases %d --seed %llu\n",
-                 c.name.c_str(), why, r.cases, d.ranks(), program.c_str(), c.name.c_str(), o.cases,
-                 static_cast<unsigned long long>(o.seed));
+    (r.acted ? missed : idle).push_back(&c);
   }
-  if (uncaught == 0) std::fprintf(out, "  none\n");
+  std::fprintf(out, "\ncaught: %d of the %d cells whose fault acted\n", caught_cells, acted_cells);
+  std::fprintf(out, "\ncells whose fault acted and no property failed (findings):\n");
+  for (const mutant_cell* c : missed)
+    std::fprintf(out,
+                 "  %s in %d cases; replay: mpirun -n %d --oversubscribe %s verify "
+                 "--strategy %s --cases %d --seed %llu\n",
+                 c->name.c_str(), results[c->name].cases, d.ranks(), program.c_str(),
+                 c->name.c_str(), o.cases, static_cast<unsigned long long>(o.seed));
+  if (missed.empty()) std::fprintf(out, "  none\n");
+  if (!idle.empty()) {
+    std::fprintf(out,
+                 "\ncells whose fault never acted (~): the cost model names the collective, but "
+                 "the strategy\nissues it in the other form (blocking or started) only:\n ");
+    std::size_t width = 1;
+    for (const mutant_cell* c : idle) {
+      std::string cell(1, ' ');
+      cell.append(c->name, c->name.find('.') + 1);
+      if (width + cell.size() > 100) {
+        std::fprintf(out, "\n ");
+        width = 1;
+      }
+      std::fprintf(out, "%s", cell.c_str());
+      width += cell.size();
+    }
+    std::fprintf(out, "\n");
+  }
 
   if (status != 0) {
-    std::fprintf(out, "\nold mutants not caught, smallest failing cases of their cells:\n");
+    std::fprintf(out, "\ngate cells not caught by their property, smallest failing cases:\n");
     for (const old_mutant& old : old_mutants()) {
       const outcome_of_cell& r = results[std::string(old.cell)];
       if (((r.caught | r.focused) & static_cast<unsigned>(old.expected)) != 0) continue;
@@ -170,7 +190,7 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
     }
   }
   std::fprintf(out, "\nselftest: %s (%.0f s)\n",
-               status == 0 ? "every old mutant caught by its property" : "FAILED",
+               status == 0 ? "every gate cell caught by its property" : "FAILED",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   std::fflush(out);
   return status;
