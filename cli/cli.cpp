@@ -246,9 +246,10 @@ std::string human_bytes(std::int64_t b) {
   return buf;
 }
 
-void print_report_row(const prop::strategy_report& r) {
+// The table's first column fits the longest name (a mutant's is long).
+void print_report_row(const prop::strategy_report& r, int width) {
   const bool memory = (r.not_claimed & static_cast<unsigned>(prop::property::memory)) == 0;
-  std::printf("%-28s %6d  %-4s %8.2f s  %12.2f  %s\n", r.name.c_str(), r.cases,
+  std::printf("%-*s %6d  %-4s %8.2f s  %12.2f  %s\n", width, r.name.c_str(), r.cases,
               r.passed ? "pass" : "FAIL", r.seconds, r.worst_error,
               memory ? (human_bytes(r.peak_bytes) + " / " + human_bytes(r.bound_bytes)).c_str()
                      : "not claimed");
@@ -268,8 +269,10 @@ void print_failure(const prop::strategy_report& r, const std::string& program, u
                 prop::replay_command(program, par::run_case::parse(r.replay), mask).c_str());
 }
 
-const char* table_header =
-    "strategy                      cases  result     time  worst err/u·mag  measured peak / bound\n";
+void print_table_header(int width) {
+  std::printf("%-*s cases  result     time  worst err/u·mag  measured peak / bound\n", width + 2,
+              "strategy");
+}
 
 struct verify_options {
   std::vector<std::string> strategies;
@@ -388,10 +391,12 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
       if (!reports.back().passed) status = 1;
     }
     d.stop();
-    std::printf("%s", table_header);
+    int width = 28;
+    for (const auto& r : reports) width = std::max(width, static_cast<int>(r.name.size()));
+    print_table_header(width);
     int passed = 0;
     for (const auto& r : reports) {
-      print_report_row(r);
+      print_report_row(r, width);
       passed += r.passed ? 1 : 0;
     }
     for (const auto& r : reports)

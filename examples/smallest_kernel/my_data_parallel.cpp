@@ -9,7 +9,10 @@ namespace sc = shardcheck::par;
 
 class my_data_parallel final : public sc::kernel {
  public:
-  my_data_parallel() { info_ = {.name = "my_data_parallel", .summary = "rows of X per rank"}; }
+  my_data_parallel() {
+    info_.name = "my_data_parallel";
+    info_.summary = "X split by rows, W replicated; Y all-gathered, dW all-reduced";
+  }
   const sc::kernel_info& info() const override { return info_; }
 
   sc::layout placement(sc::tensor_slot t, const sc::run_case&) const override {
