@@ -287,27 +287,22 @@ struct verify_options {
   std::vector<std::string> params;  // name=value, pinned
 };
 
-int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
-  if (o.cases < 1) throw usage_error("--cases must be at least 1");
-  if (!(o.case_timeout > 0) || !std::isfinite(o.case_timeout))
-    throw usage_error("--case-timeout must be a positive number of seconds");
-  const unsigned mask = prop::parse_properties(o.properties);
-  std::optional<par::backend> forced;
-  if (!o.backend.empty()) forced = par::parse_backend(o.backend);
-  // (name, kernel) of each strategy to check; a name may be a mutant's.
+// (name, kernel) of each strategy to check; a name may be a mutant's. Default: every strategy;
+// with a backend pinned, those that issue no collective (the backend runs nothing of theirs) are
+// left out.
+std::vector<std::pair<std::string, const par::kernel*>> chosen_strategies(
+    const catalogue& cat, const verify_options& o, bool backend_pinned) {
   std::vector<std::pair<std::string, const par::kernel*>> chosen;
   for (const auto& name : o.strategies) chosen.emplace_back(name, &cat.need(name));
-  if (chosen.empty()) {
-    // Every strategy; with a backend pinned, those that issue no collective (the backend runs
-    // nothing of theirs) are left out.
+  if (chosen.empty())
     for (const auto* s : cat.normal())
-      if (!forced || s->info().uses_collectives) chosen.emplace_back(s->name(), s);
-  }
-  par::run_case replay_case;
-  if (!o.replay.empty()) {
-    replay_case = par::run_case::parse(o.replay);
-    par::complete_and_validate(cat.need(replay_case.strategy), replay_case);
-  }
+      if (!backend_pinned || s->info().uses_collectives) chosen.emplace_back(s->name(), s);
+  return chosen;
+}
+
+// --param name=value pins, each a parameter of some chosen strategy.
+std::map<std::string, std::int64_t> parse_pins(
+    const verify_options& o, const std::vector<std::pair<std::string, const par::kernel*>>& chosen) {
   std::map<std::string, std::int64_t> pinned;
   for (const std::string& kv : o.params) {
     const auto eq = kv.find('=');
@@ -323,32 +318,106 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     if (!known) throw usage_error("--param " + name + ": no chosen strategy has that parameter");
     pinned[name] = value;
   }
-  par::comm world = par::comm::world();
-  if (o.p < 0 || o.p > world.size())
-    throw usage_error("--p " + std::to_string(o.p) + ": between 1 and the " +
-                      std::to_string(world.size()) + " ranks launched");
-  // Every chosen strategy must take the pins: a worker count its pinned mesh factors divide,
-  // and values its validation accepts (checked on a small probe case).
+  return pinned;
+}
+
+// Every chosen strategy must take the pins: a worker count its pinned mesh factors divide, and
+// values its validation accepts (checked on a small probe case).
+void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& chosen,
+                const std::map<std::string, std::int64_t>& pinned, int p, int ranks) {
   for (const auto& [n, s] : chosen) {
+    const par::kernel_info& info = s->info();
     par::run_case probe;
     probe.strategy = n;
     probe.prob.M = probe.prob.N = probe.prob.K = 1;
-    probe.prob.type = s->info().dtypes.front();
-    probe.prob.layout = s->info().layouts.front();
-    probe.mode = s->info().modes.front();
-    for (std::size_t l = 1; l < s->info().min_layers; ++l) probe.prob.hidden.push_back(1);
+    probe.prob.type = info.dtypes.front();
+    probe.prob.layout = info.layouts.front();
+    probe.mode = info.modes.front();
+    for (std::size_t l = 1; l < info.min_layers; ++l) probe.prob.hidden.push_back(1);
     int step = 1;
-    for (const auto& ps : s->info().params)
+    for (const auto& ps : info.params)
       if (const auto it = pinned.find(ps.name); it != pinned.end()) {
         probe.params[ps.name] = it->second;
         if (ps.divides_p) step *= static_cast<int>(std::max<std::int64_t>(it->second, 1));
       }
-    probe.p = o.p > 0 ? o.p : step;
-    if (probe.p > world.size())
+    probe.p = p > 0 ? p : step;
+    if (probe.p > ranks)
       throw usage_error(n + ": the pinned parameters need p=" + std::to_string(probe.p) +
-                        " workers; only " + std::to_string(world.size()) + " ranks were launched");
+                        " workers; only " + std::to_string(ranks) + " ranks were launched");
     par::complete_and_validate(*s, probe);
   }
+}
+
+// Leader: one case, its verdict printed. Returns the exit status.
+int replay_one(prop::driver& d, const par::run_case& c, unsigned mask,
+               const std::string& program) {
+  const prop::case_verdict v = d.run(c, mask);
+  d.stop();
+  std::printf("case: %s\n", c.to_string().c_str());
+  if (v.failed == 0) {
+    std::printf("PASS (%s; worst error %.2f·u·mag, peak %s / bound %s)\n",
+                prop::properties_to_string(mask & ~v.not_claimed).c_str(), v.worst_error,
+                human_bytes(v.peak_bytes).c_str(), human_bytes(v.bound_bytes).c_str());
+    if (v.not_claimed != 0)
+      std::printf("not claimed (never judged): %s\n",
+                  prop::properties_to_string(v.not_claimed).c_str());
+    return 0;
+  }
+  prop::strategy_report r;
+  r.name = c.strategy;
+  r.failure = v;
+  r.replay = c.to_string();
+  print_failure(r, program, mask);
+  return 1;
+}
+
+// Leader: RapidCheck over every chosen strategy, then the table. Returns the exit status.
+int run_suite(prop::driver& d, const catalogue& cat,
+              const std::vector<std::pair<std::string, const par::kernel*>>& chosen,
+              const prop::suite_options& so, const std::string& program) {
+  std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
+              d.ranks(), so.cases, static_cast<unsigned long long>(so.seed),
+              prop::properties_to_string(so.mask).c_str());
+  int status = 0;
+  std::vector<prop::strategy_report> reports;
+  for (const auto& [n, s] : chosen) {
+    reports.push_back(d.check(n, *cat.find(n), so));
+    if (!reports.back().passed) status = 1;
+  }
+  d.stop();
+  int width = 28;
+  for (const auto& r : reports) width = std::max(width, static_cast<int>(r.name.size()));
+  print_table_header(width);
+  int passed = 0;
+  for (const auto& r : reports) {
+    print_report_row(r, width);
+    passed += r.passed ? 1 : 0;
+  }
+  for (const auto& r : reports)
+    if (!r.passed) print_failure(r, program, so.mask);
+  std::printf("%d passed, %zu failed\n", passed, reports.size() - static_cast<std::size_t>(passed));
+  return status;
+}
+
+int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
+  if (o.cases < 1) throw usage_error("--cases must be at least 1");
+  if (!(o.case_timeout > 0) || !std::isfinite(o.case_timeout))
+    throw usage_error("--case-timeout must be a positive number of seconds");
+  const unsigned mask = prop::parse_properties(o.properties);
+  std::optional<par::backend> forced;
+  if (!o.backend.empty()) forced = par::parse_backend(o.backend);
+  const auto chosen = chosen_strategies(cat, o, forced.has_value());
+  par::run_case replay_case;
+  if (!o.replay.empty()) {
+    replay_case = par::run_case::parse(o.replay);
+    par::complete_and_validate(cat.need(replay_case.strategy), replay_case);
+  }
+  const std::map<std::string, std::int64_t> pinned = parse_pins(o, chosen);
+  par::comm world = par::comm::world();
+  if (o.p < 0 || o.p > world.size())
+    throw usage_error("--p " + std::to_string(o.p) + ": between 1 and the " +
+                      std::to_string(world.size()) + " ranks launched");
+  check_pins(chosen, pinned, o.p, world.size());
   if (replay_case.p > world.size())
     throw usage_error("the case needs p=" + std::to_string(replay_case.p) + " workers; only " +
                       std::to_string(world.size()) + " ranks were launched (mpirun -n " +
@@ -358,21 +427,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (!d.leader()) {
     d.serve();
   } else if (!o.replay.empty()) {
-    const prop::case_verdict v = d.run(replay_case, mask);
-    d.stop();
-    std::printf("case: %s\n", replay_case.to_string().c_str());
-    if (v.failed == 0) {
-      std::printf("PASS (%s; worst error %.2f·u·mag, peak %s / bound %s)\n",
-                  prop::properties_to_string(mask).c_str(), v.worst_error,
-                  human_bytes(v.peak_bytes).c_str(), human_bytes(v.bound_bytes).c_str());
-    } else {
-      prop::strategy_report r;
-      r.name = replay_case.strategy;
-      r.failure = v;
-      r.replay = replay_case.to_string();
-      print_failure(r, program, mask);
-      status = 1;
-    }
+    status = replay_one(d, replay_case, mask, program);
   } else {
     prop::suite_options so;
     so.cases = o.cases;
@@ -382,27 +437,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     so.pins.backend = forced;
     if (o.p > 0) so.pins.p = o.p;
     so.pins.params = pinned;
-    std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
-                d.ranks(), o.cases, static_cast<unsigned long long>(o.seed),
-                prop::properties_to_string(mask).c_str());
-    std::vector<prop::strategy_report> reports;
-    for (const auto& [n, s] : chosen) {
-      reports.push_back(d.check(n, *cat.find(n), so));
-      if (!reports.back().passed) status = 1;
-    }
-    d.stop();
-    int width = 28;
-    for (const auto& r : reports) width = std::max(width, static_cast<int>(r.name.size()));
-    print_table_header(width);
-    int passed = 0;
-    for (const auto& r : reports) {
-      print_report_row(r, width);
-      passed += r.passed ? 1 : 0;
-    }
-    for (const auto& r : reports)
-      if (!r.passed) print_failure(r, program, mask);
-    std::printf("%zu passed, %zu failed\n", static_cast<std::size_t>(passed),
-                reports.size() - static_cast<std::size_t>(passed));
+    status = run_suite(d, cat, chosen, so, program);
   }
   std::fflush(stdout);
   MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -8,7 +8,8 @@
 //                 and decorators around either, each itself a `collectives`:
 //                   checked_collectives fingerprint across ranks + ledger recording, for the
 //                                       blocking and the started forms and point-to-point
-//                   (the test side adds fault injectors the same way: properties/, mutants)
+//                   (further decorators, e.g. fault injection, are added from outside through
+//                   stack_options::wrap)
 //   comm          what a kernel calls: typed spans turned into calls, sent down the stack
 //   mesh          a Cartesian grid over a comm: one comm per axis
 //
@@ -17,7 +18,7 @@
 //
 // Example: a case on p = 3 with backend=native and a ledger builds, for every axis,
 //   comm → checked_collectives(ledger, axis) → native_collectives(handle)
-// and the harness of a mutant case puts its fault layer above or below the checker.
+// and stack_options::wrap may add layers of its own above or below the checker.
 #include <mpi.h>
 
 #include <cstddef>
