@@ -1,0 +1,117 @@
+// The harness on a mesh of one rank: an absent claim is reported `not claimed`, never as a pass,
+// and the same kernel with its claims is judged (and caught when it breaks them).
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "shardcheck/parallel/registry.hpp"
+#include "shardcheck/properties/harness.hpp"
+
+namespace shardcheck::prop {
+namespace {
+
+// A registered kernel with some of its claims removed.
+class without_claims final : public par::kernel {
+ public:
+  without_claims(const par::kernel& inner, bool collectives, bool peak, bool chains)
+      : inner_(inner), collectives_(collectives), peak_(peak), chains_(chains) {}
+  [[nodiscard]] const par::kernel_info& info() const override { return inner_.info(); }
+  [[nodiscard]] par::layout placement(par::tensor_slot t, const par::run_case& c) const override {
+    return inner_.placement(t, c);
+  }
+  [[nodiscard]] par::claims cost(const par::run_case& c,
+                                 std::span<const int> coords) const override {
+    par::claims out = inner_.cost(c, coords);
+    if (!collectives_) out.collectives.reset();
+    if (!peak_) out.peak.reset();
+    if (!chains_) out.chains.reset();
+    return out;
+  }
+  void forward(par::context& ctx, const par::run_case& c,
+               const par::forward_io& io) const override {
+    inner_.forward(ctx, c, io);
+  }
+  void backward(par::context& ctx, const par::run_case& c,
+                const par::backward_io& io) const override {
+    inner_.backward(ctx, c, io);
+  }
+
+ private:
+  const par::kernel& inner_;
+  bool collectives_, peak_, chains_;
+};
+
+unsigned bit(property p) { return static_cast<unsigned>(p); }
+
+verdict run(const par::kernel& k, const char* line) {
+  par::run_case c = par::run_case::parse(line);
+  par::complete_and_validate(k, c);
+  par::comm self(par::comm_handle::self());
+  return run_on_rank(subject{&k, {}}, c, self, all_properties);
+}
+
+const par::kernel& data_parallel() {
+  static const par::registry r = par::builtin_strategies();
+  return *r.find("data_parallel");
+}
+
+TEST(harness, every_claim_judged_when_all_are_made) {
+  const verdict v =
+      run(without_claims(data_parallel(), true, true, true),
+          "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
+  EXPECT_EQ(v.failed, 0u) << v.message;
+  EXPECT_EQ(v.not_claimed, 0u);
+}
+
+TEST(harness, absent_claims_are_not_claimed_never_passed) {
+  const verdict v =
+      run(without_claims(data_parallel(), false, false, false),
+          "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
+  EXPECT_EQ(v.failed, 0u) << v.message;
+  EXPECT_EQ(v.not_claimed, bit(property::ledger) | bit(property::memory) |
+                               bit(property::forward) | bit(property::backward));
+}
+
+TEST(harness, without_chains_exact_mode_is_still_judged_bitwise) {
+  const verdict v =
+      run(without_claims(data_parallel(), true, true, false),
+          "strategy=data_parallel p=1 M=5 N=3 K=4 mode=exact seed=7");
+  EXPECT_EQ(v.not_claimed, 0u);
+  EXPECT_EQ(v.failed, 0u) << v.message;
+}
+
+// A kernel that claims a peak it exceeds is caught: the claim is judged, not just read.
+class claims_too_little final : public par::kernel {
+ public:
+  explicit claims_too_little(const par::kernel& inner) : inner_(inner) {}
+  [[nodiscard]] const par::kernel_info& info() const override { return inner_.info(); }
+  [[nodiscard]] par::layout placement(par::tensor_slot t, const par::run_case& c) const override {
+    return inner_.placement(t, c);
+  }
+  [[nodiscard]] par::claims cost(const par::run_case& c,
+                                 std::span<const int> coords) const override {
+    par::claims out = inner_.cost(c, coords);
+    out.peak->forward -= 1;
+    return out;
+  }
+  void forward(par::context& ctx, const par::run_case& c,
+               const par::forward_io& io) const override {
+    inner_.forward(ctx, c, io);
+  }
+  void backward(par::context& ctx, const par::run_case& c,
+                const par::backward_io& io) const override {
+    inner_.backward(ctx, c, io);
+  }
+
+ private:
+  const par::kernel& inner_;
+};
+
+TEST(harness, a_peak_above_its_claim_fails_memory) {
+  const verdict v = run(claims_too_little(data_parallel()),
+                        "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
+  EXPECT_EQ(v.failed, bit(property::memory)) << v.message;
+}
+
+}  // namespace
+}  // namespace shardcheck::prop
