@@ -117,9 +117,12 @@ int do_list(const catalogue& cat) {
 }
 
 nlohmann::ordered_json entry_json(const par::ledger_entry& e) {
-  nlohmann::ordered_json j = {{"collective", par::to_string(e.kind)}, {"axis", e.axis},
-                      {"elements", e.elements},           {"elem_bytes", e.elem_bytes},
-                      {"bytes_sent", e.bytes_sent},       {"bytes_received", e.bytes_received}};
+  nlohmann::ordered_json j = {{"collective", par::to_string(e.kind)},
+                              {"axis", e.axis},
+                              {"elements", e.elements},
+                              {"elem_bytes", e.elem_bytes},
+                              {"bytes_sent", e.bytes_sent},
+                              {"bytes_received", e.bytes_received}};
   const bool p2p = e.kind == par::collective::send || e.kind == par::collective::recv;
   if (e.root >= 0) j[p2p ? "peer" : "root"] = e.root;
   return j;
@@ -136,7 +139,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   out["summary"] = s.info().summary;
   out["case"] = c.to_string();
   out["mesh"] = dims;
-  for (const par::tensor_plan& t : plan0.tensors) out["placements"][t.name] = par::to_string(t.where);
+  for (const par::tensor_plan& t : plan0.tensors)
+    out["placements"][t.name] = par::to_string(t.where);
   for (const auto& [key, part] : c.parts) out["partitions"][key] = part.sizes();
   nlohmann::ordered_json totals = {{"forward", nlohmann::ordered_json::object()},
                                    {"backward", nlohmann::ordered_json::object()}};
@@ -147,7 +151,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     nlohmann::ordered_json rank = {{"rank", r}, {"coords", coords}};
     for (const par::tensor_plan& t : plan.tensors) {
       const par::block& b = t.region;
-      rank["blocks"][t.name] = {{"row0", b.row0}, {"rows", b.rows}, {"col0", b.col0}, {"cols", b.cols}};
+      rank["blocks"][t.name] = {
+          {"row0", b.row0}, {"rows", b.rows}, {"col0", b.col0}, {"cols", b.cols}};
     }
     if (cost.collectives) {
       for (const auto& [phase, list] : {std::pair{"forward", &cost.collectives->forward},
@@ -165,7 +170,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
       rank["forward"] = rank["backward"] = "not claimed";
     }
     if (cost.peak)
-      rank["peak_bytes_bound"] = {{"forward", cost.peak->forward}, {"backward", cost.peak->backward}};
+      rank["peak_bytes_bound"] = {{"forward", cost.peak->forward},
+                                  {"backward", cost.peak->backward}};
     else
       rank["peak_bytes_bound"] = "not claimed";
     if (!cost.chains) {
@@ -192,7 +198,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   }
   std::cout << name << ": " << s.info().summary << "\ncase: " << c.to_string()
             << "\nplacements: " << placements_line(plan0) << "\n";
-  for (const auto& [key, part] : c.parts) std::cout << "partition " << key << ": " << part.to_string() << "\n";
+  for (const auto& [key, part] : c.parts)
+    std::cout << "partition " << key << ": " << part.to_string() << "\n";
   for (const char* phase : {"forward", "backward"}) {
     std::cout << phase << ":";
     if (totals[phase].empty()) std::cout << " no collectives";
@@ -212,8 +219,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
       }
       for (const auto& e : rank[phase]) {
         std::cout << "  " << phase << " " << e["collective"].get<std::string>();
-        if (e.contains("peer")) std::cout << (e["collective"] == "send" ? " to " : " from ")
-                                          << e["peer"];
+        if (e.contains("peer"))
+          std::cout << (e["collective"] == "send" ? " to " : " from ") << e["peer"];
         if (e.contains("root")) std::cout << " root " << e["root"];
         std::cout << " (axis " << e["axis"] << "): " << e["elements"] << " elements, sent "
                   << e["bytes_sent"] << " B, received " << e["bytes_received"] << " B\n";
@@ -240,9 +247,12 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
 
 std::string human_bytes(std::int64_t b) {
   char buf[64];
-  if (b < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  else if (b < 1 << 20) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+  if (b < 1024)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  else if (b < 1 << 20)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
   return buf;
 }
 
@@ -282,16 +292,17 @@ struct verify_options {
   std::string properties = "all";
   double case_timeout = 120;
   bool quiet = false;
-  std::string backend;  // empty: drawn per case
-  int p = 0;            // 0: drawn per case
+  std::string backend;              // empty: drawn per case
+  int p = 0;                        // 0: drawn per case
   std::vector<std::string> params;  // name=value, pinned
 };
 
 // (name, kernel) of each strategy to check; a name may be a mutant's. Default: every strategy;
 // with a backend pinned, those that issue no collective (the backend runs nothing of theirs) are
 // left out.
-std::vector<std::pair<std::string, const par::kernel*>> chosen_strategies(
-    const catalogue& cat, const verify_options& o, bool backend_pinned) {
+std::vector<std::pair<std::string, const par::kernel*>> chosen_strategies(const catalogue& cat,
+                                                                          const verify_options& o,
+                                                                          bool backend_pinned) {
   std::vector<std::pair<std::string, const par::kernel*>> chosen;
   for (const auto& name : o.strategies) chosen.emplace_back(name, &cat.need(name));
   if (chosen.empty())
@@ -302,7 +313,8 @@ std::vector<std::pair<std::string, const par::kernel*>> chosen_strategies(
 
 // --param name=value pins, each a parameter of some chosen strategy.
 std::map<std::string, std::int64_t> parse_pins(
-    const verify_options& o, const std::vector<std::pair<std::string, const par::kernel*>>& chosen) {
+    const verify_options& o,
+    const std::vector<std::pair<std::string, const par::kernel*>>& chosen) {
   std::map<std::string, std::int64_t> pinned;
   for (const std::string& kv : o.params) {
     const auto eq = kv.find('=');
@@ -349,8 +361,7 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
 }
 
 // Leader: one case, its verdict printed. Returns the exit status.
-int replay_one(prop::driver& d, const par::run_case& c, unsigned mask,
-               const std::string& program) {
+int replay_one(prop::driver& d, const par::run_case& c, unsigned mask, const std::string& program) {
   const prop::case_verdict v = d.run(c, mask);
   d.stop();
   std::printf("case: %s\n", c.to_string().c_str());
@@ -422,7 +433,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     throw usage_error("the case needs p=" + std::to_string(replay_case.p) + " workers; only " +
                       std::to_string(world.size()) + " ranks were launched (mpirun -n " +
                       std::to_string(replay_case.p) + ")");
-  prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout, program);
+  prop::driver d(
+      world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout, program);
   int status = 0;
   if (!d.leader()) {
     d.serve();
@@ -450,7 +462,8 @@ int do_selftest(const catalogue& cat, const prop::selftest_options& o, double ti
   if (!(timeout > 0) || !std::isfinite(timeout))
     throw usage_error("--case-timeout must be a positive number of seconds");
   par::comm world = par::comm::world();
-  prop::driver d(world, [&](std::string_view n) { return cat.find(n); }, timeout, program);
+  prop::driver d(
+      world, [&](std::string_view n) { return cat.find(n); }, timeout, program);
   int status = 0;
   if (!d.leader()) {
     d.serve();
@@ -469,8 +482,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
   catalogue cat(std::move(extra));
   const std::string program = argc > 0 ? argv[0] : "shardcheck";
 
-  CLI::App app{"shardcheck: proves that parallel GEMM strategies compute what one device "
-               "computes, with the memory and communication they claim."};
+  CLI::App app{
+      "shardcheck: proves that parallel GEMM strategies compute what one device "
+      "computes, with the memory and communication they claim."};
   app.require_subcommand(1);
   auto* list = app.add_subcommand("list", "List the strategies with their placements");
 
@@ -481,12 +495,14 @@ int cli_main(int argc, char** argv, par::registry extra) {
   verify->add_option("--cases", vo.cases, "Cases per strategy")->capture_default_str();
   verify->add_option("--seed", vo.seed, "RapidCheck seed")->capture_default_str();
   verify->add_option("--replay", vo.replay, "Run exactly one case, given by its replay line");
-  verify->add_option("--property", vo.properties,
-                     "Properties to check: all, or a list of forward,backward,ledger,memory,"
-                     "determinism,replicas")
+  verify
+      ->add_option("--property", vo.properties,
+                   "Properties to check: all, or a list of forward,backward,ledger,memory,"
+                   "determinism,replicas")
       ->capture_default_str();
-  verify->add_option("--case-timeout", vo.case_timeout,
-                     "Seconds before the watchdog ends a hung case")
+  verify
+      ->add_option("--case-timeout", vo.case_timeout,
+                   "Seconds before the watchdog ends a hung case")
       ->capture_default_str();
   verify->add_flag("--quiet", vo.quiet, "No progress lines");
   verify->add_option("--p", vo.p, "Run every case on exactly this many workers (default: drawn)");
@@ -497,7 +513,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
                      "drawn per case)");
 
   std::string ex_name, ex_dtype = "f64", ex_layout = "out_in", ex_backend = "mpi", ex_hidden,
-      ex_act = "identity";
+                       ex_act = "identity";
   int ex_p = 1;
   std::int64_t ex_m = 0, ex_n = 0, ex_k = 0;
   std::vector<std::string> ex_parts, ex_params;
@@ -511,8 +527,10 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--K", ex_k, "Input features")->required();
   explain->add_option("--dtype", ex_dtype, "f32 or f64")->capture_default_str();
   explain->add_option("--layout", ex_layout, "out_in or in_out")->capture_default_str();
-  explain->add_option("--backend", ex_backend, "mpi or native: whose byte counts and reduction "
-                      "depths")
+  explain
+      ->add_option("--backend", ex_backend,
+                   "mpi or native: whose byte counts and reduction "
+                   "depths")
       ->capture_default_str();
   explain->add_option("--H", ex_hidden, "Hidden widths of a stack, e.g. 6 or 6,4");
   explain->add_option("--act", ex_act, "Activation of a stack: identity or relu")
@@ -552,7 +570,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
       if (!c.prob.hidden.empty()) c.prob.act = parse_activation(ex_act);
       for (const auto& kv : ex_parts) {
         const auto eq = kv.find('=');
-        if (eq == std::string::npos) throw usage_error("--part expects DIM=sizes, got '" + kv + "'");
+        if (eq == std::string::npos)
+          throw usage_error("--part expects DIM=sizes, got '" + kv + "'");
         c.parts.emplace(kv.substr(0, eq), par::partition::parse(kv.substr(eq + 1)));
       }
       for (const auto& kv : ex_params) {

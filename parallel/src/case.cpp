@@ -11,12 +11,10 @@ std::string run_case::to_string() const {
   os << "strategy=" << strategy << " p=" << p << " M=" << prob.M << " N=" << prob.N
      << " K=" << prob.K;
   if (!prob.hidden.empty())
-    os << " H=" << partition(prob.hidden).to_string()
-       << " act=" << shardcheck::to_string(prob.act);
+    os << " H=" << partition(prob.hidden).to_string() << " act=" << shardcheck::to_string(prob.act);
   os << " dtype=" << shardcheck::to_string(prob.type)
-     << " layout=" << shardcheck::to_string(prob.layout)
-     << " mode=" << shardcheck::to_string(mode) << " seed=" << seed
-     << " backend=" << par::to_string(backend);
+     << " layout=" << shardcheck::to_string(prob.layout) << " mode=" << shardcheck::to_string(mode)
+     << " seed=" << seed << " backend=" << par::to_string(backend);
   for (const auto& [key, part] : parts) os << " part." << key << '=' << part.to_string();
   for (const auto& [key, value] : params) os << ' ' << key << '=' << value;
   return os.str();

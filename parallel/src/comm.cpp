@@ -133,9 +133,7 @@ ledger_entry entry_of(const call& c, int rank, int size, traffic t) {
   ledger_entry e;
   switch (c.kind) {
     case collective::all_gather: e = all_gather_entry(backend::mpi, c.counts, rank, b); break;
-    case collective::all_reduce:
-      e = all_reduce_entry(backend::mpi, c.count, rank, size, b);
-      break;
+    case collective::all_reduce: e = all_reduce_entry(backend::mpi, c.count, rank, size, b); break;
     case collective::reduce_scatter:
       e = reduce_scatter_entry(backend::mpi, c.counts, rank, b);
       break;

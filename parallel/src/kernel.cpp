@@ -170,8 +170,8 @@ void complete_and_validate(const kernel& s, run_case& c) {
                           " layer(s), but the kernel needs a stack of at least " +
                           std::to_string(info.min_layers) + " (H=...)");
   if (c.mode == value_mode::exact && c.prob.layers() > 1) {
-    const std::string why = ref::exact_stack_problem(
-        {c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M, c.prob.type);
+    const std::string why = ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act},
+                                                     c.prob.M, c.prob.type);
     if (!why.empty()) throw invalid_problem(who + "exact mode would round: " + why);
   }
   // exact mode: products are multiples of 2⁻⁶ of magnitude ≤ 1, so a sum of k of them is exact
@@ -229,8 +229,7 @@ void complete_and_validate(const kernel& s, run_case& c) {
   for (const tensor_slot& t : outputs_of(c))
     for (const placement& pl : s.placement(t, c))
       if (pl.what == placement::kind::partial)
-        throw invalid_problem(who + name_of(t, c) +
-                              " is left partial; outputs must be R or S");
+        throw invalid_problem(who + name_of(t, c) + " is left partial; outputs must be R or S");
 }
 
 }  // namespace shardcheck::par

@@ -38,8 +38,8 @@ namespace {
 std::int64_t total(std::span<const std::int64_t> counts) {
   return std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
 }
-ledger_entry make(collective kind, std::size_t elem_bytes, std::int64_t elements,
-                  std::int64_t sent, std::int64_t received, int p) {
+ledger_entry make(collective kind, std::size_t elem_bytes, std::int64_t elements, std::int64_t sent,
+                  std::int64_t received, int p) {
   ledger_entry e;
   e.kind = kind;
   e.elem_bytes = elem_bytes;

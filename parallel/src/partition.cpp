@@ -29,7 +29,8 @@ partition partition::parse(std::string_view s) {
   std::size_t pos = 0;
   while (true) {
     const std::size_t comma = s.find(',', pos);
-    const std::string_view item = s.substr(pos, comma == std::string_view::npos ? s.npos : comma - pos);
+    const std::string_view item =
+        s.substr(pos, comma == std::string_view::npos ? s.npos : comma - pos);
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size())

@@ -87,8 +87,10 @@ redistribution_cost redistribution_cost_of(const global_shape& g, placement from
   const partition& rows = need(g.row_parts, "rows", m, p);
   const partition& cols = need(g.col_parts, "columns", n, p);
   std::vector<std::int64_t> send(static_cast<std::size_t>(p)), recv(send.size());
-  if (is_s(from, 0)) all_to_all_counts(rows, cols, me, send, recv);
-  else all_to_all_counts(rows, cols, me, recv, send);
+  if (is_s(from, 0))
+    all_to_all_counts(rows, cols, me, send, recv);
+  else
+    all_to_all_counts(rows, cols, me, recv, send);
   out.entries.push_back(all_to_all_entry(b, send, recv, me, s));
   // S(0)→S(1): packed send of r_me·N; S(1)→S(0): packed receive of r_me·N. Both: the counts.
   out.peak_bytes += rows.size(me) * n * bytes + counts_bytes;

@@ -4,8 +4,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <iostream>
+#include <mutex>
 #include <thread>
 
 #include <rapidcheck/detail/Configuration.h>
@@ -74,8 +74,8 @@ struct driver::watchdog {
 };
 
 std::string replay_command(std::string_view program, const par::run_case& c, unsigned mask) {
-  std::string out = "mpirun -n " + std::to_string(c.p) + " --oversubscribe " +
-                    std::string(program) + " verify";
+  std::string out =
+      "mpirun -n " + std::to_string(c.p) + " --oversubscribe " + std::string(program) + " verify";
   if ((mask | static_cast<unsigned>(property::runs)) != all_properties)
     out += " --property " + properties_to_string(mask);
   return out + " --replay '" + c.to_string() + "'";
@@ -91,7 +91,8 @@ driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::
   std::streambuf* saved = std::cerr.rdbuf(nullptr);
   (void)rc::detail::configuration();
   std::cerr.rdbuf(saved);
-  for (int p = 1; p <= world_.size(); ++p) subs_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
+  for (int p = 1; p <= world_.size(); ++p)
+    subs_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
   dog_ = std::make_unique<watchdog>(timeout_, leader());
 }
 
@@ -103,9 +104,9 @@ constexpr int stop_length = -1;
 void send_command(const par::comm& world, const std::string& message) {
   int length = static_cast<int>(message.size());
   par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world.native_handle()), "command length");
-  par::check_mpi(MPI_Bcast(const_cast<char*>(message.data()), length, MPI_CHAR, 0,
-                           world.native_handle()),
-                 "command");
+  par::check_mpi(
+      MPI_Bcast(const_cast<char*>(message.data()), length, MPI_CHAR, 0, world.native_handle()),
+      "command");
 }
 }  // namespace
 
@@ -125,7 +126,8 @@ case_verdict driver::execute(const std::string& message) {
     if (c.p > world_.size())
       throw invalid_problem("the case needs p=" + std::to_string(c.p) + " workers; only " +
                             std::to_string(world_.size()) + " ranks were launched");
-    if (world_.rank() < c.p) mine = run_on_rank(*s, c, subs_[static_cast<std::size_t>(c.p - 1)], mask);
+    if (world_.rank() < c.p)
+      mine = run_on_rank(*s, c, subs_[static_cast<std::size_t>(c.p - 1)], mask);
   } catch (const std::exception& e) {
     mine.failed |= static_cast<unsigned>(property::runs);
     mine.message = std::string("runs: ") + e.what();
@@ -155,9 +157,9 @@ case_verdict driver::execute(const std::string& message) {
     if (lowest == 0) {
       out.message = mine.message;
     } else if (world_.rank() == lowest) {
-      par::check_mpi(MPI_Send(mine.message.data(), static_cast<int>(mine.message.size()),
-                              MPI_CHAR, 0, 7, w),
-                     "verdict message");
+      par::check_mpi(
+          MPI_Send(mine.message.data(), static_cast<int>(mine.message.size()), MPI_CHAR, 0, 7, w),
+          "verdict message");
     } else if (world_.rank() == 0) {
       MPI_Status st;
       par::check_mpi(MPI_Probe(lowest, 7, w, &st), "verdict message");
@@ -173,7 +175,8 @@ case_verdict driver::execute(const std::string& message) {
 }
 
 case_verdict driver::run(const par::run_case& c, unsigned mask) {
-  if (std::getenv("SHARDCHECK_TRACE") != nullptr) std::fprintf(stderr, "case: %s\n", c.to_string().c_str());
+  if (std::getenv("SHARDCHECK_TRACE") != nullptr)
+    std::fprintf(stderr, "case: %s\n", c.to_string().c_str());
   const std::string message = std::to_string(mask) + " " + c.to_string();
   send_command(world_, message);
   return execute(message);
@@ -196,8 +199,7 @@ void driver::serve() {
   }
 }
 
-strategy_report driver::check(const std::string& name, const subject& s,
-                              const suite_options& o) {
+strategy_report driver::check(const std::string& name, const subject& s, const suite_options& o) {
   using clock = std::chrono::steady_clock;
   strategy_report report;
   report.name = name;

@@ -42,7 +42,8 @@ rc::Gen<std::int64_t> parameter(const par::param_spec& ps) {
        {4, rc::gen::exec([min, max] {
           const int bits = 64 - __builtin_clzll(static_cast<unsigned long long>(max - min));
           const int e = *rc::gen::inRange(0, bits);
-          return *rc::gen::inRange<std::int64_t>(min, std::min(max, min + (std::int64_t{1} << e)) + 1);
+          return *rc::gen::inRange<std::int64_t>(min,
+                                                 std::min(max, min + (std::int64_t{1} << e)) + 1);
         })}});
 }
 
@@ -68,67 +69,69 @@ rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins
   // At full size from the first case: worker counts and shapes are drawn evenly over their whole
   // ranges (RapidCheck would otherwise start every run with tiny ranges); edge cases come from
   // the weighted choices and from shrinking.
-  return rc::gen::resize(100, rc::gen::exec([&s, max_p, pins] {
-    const par::kernel_info& info = s.info();
-    par::run_case c;
-    c.strategy = info.name;
-    // p is a multiple of the pinned mesh factors.
-    int step = 1;
-    for (const par::param_spec& ps : info.params)
-      if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
-        step *= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
-    if (!pins.p && step > max_p)
-      throw invalid_problem(info.name + ": the pinned mesh factors need " + std::to_string(step) +
-                            " workers; only " + std::to_string(max_p) + " ranks were launched");
-    c.p = pins.p ? *pins.p : step * *rc::gen::inRange(1, max_p / step + 1);
-    c.prob.M = *dimension(c.p);
-    c.prob.N = *dimension(c.p);
-    c.prob.K = *dimension(c.p);
-    // Only what the kernel supports.
-    c.prob.type = *rc::gen::elementOf(info.dtypes);
-    c.prob.layout = *rc::gen::elementOf(info.layouts);
-    c.mode = *rc::gen::elementOf(info.modes);
-    // Hidden widths and the activation only for strategies that run stacks.
-    if (info.max_layers > 1) {
-      const auto layers = *rc::gen::inRange(info.min_layers, info.max_layers + 1);
-      for (std::size_t l = 1; l < layers; ++l) c.prob.hidden.push_back(*dimension(c.p));
-      if (layers > 1) c.prob.act = *rc::gen::element(activation::identity, activation::relu);
-      // Exact mode in f32 can round a stack's wider sums: such shapes run in f64, and deep
-      // wide stacks that would round even there run on uniform data.
-      const auto exact_problem = [&] {
-        return ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
-                                        c.prob.type);
-      };
-      if (c.mode == value_mode::exact && !exact_problem().empty() && info.supports(dtype::f64))
-        c.prob.type = dtype::f64;
-      if (c.mode == value_mode::exact && !exact_problem().empty())
-        c.mode = *rc::gen::elementOf(other_modes(info, value_mode::exact));
-    }
-    c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
-    c.backend = pins.backend ? *pins.backend
-                             : *rc::gen::element(par::backend::mpi, par::backend::native);
-    // The mesh factors: pinned ones first set aside (p is a multiple of them), then the others
-    // drawn in order from what is left, so that together they factorise p.
-    int unfactored = c.p;
-    for (const par::param_spec& ps : info.params)
-      if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
-        unfactored /= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
-    for (const par::param_spec& ps : info.params) {
-      if (const auto pin = pins.params.find(ps.name); pin != pins.params.end()) {
-        c.params[ps.name] = pin->second;
-      } else if (ps.divides_p) {
-        const std::int64_t d = *divisor_of(unfactored);
-        c.params[ps.name] = d;
-        unfactored /= static_cast<int>(d);
-      } else {
-        c.params[ps.name] = *parameter(ps);
-      }
-    }
-    for (const par::split& sp : par::splits_of(s, c))
-      c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
-    par::complete_and_validate(s, c);
-    return c;
-  }));
+  return rc::gen::resize(
+      100, rc::gen::exec([&s, max_p, pins] {
+        const par::kernel_info& info = s.info();
+        par::run_case c;
+        c.strategy = info.name;
+        // p is a multiple of the pinned mesh factors.
+        int step = 1;
+        for (const par::param_spec& ps : info.params)
+          if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
+            step *= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
+        if (!pins.p && step > max_p)
+          throw invalid_problem(info.name + ": the pinned mesh factors need " +
+                                std::to_string(step) + " workers; only " + std::to_string(max_p) +
+                                " ranks were launched");
+        c.p = pins.p ? *pins.p : step * *rc::gen::inRange(1, max_p / step + 1);
+        c.prob.M = *dimension(c.p);
+        c.prob.N = *dimension(c.p);
+        c.prob.K = *dimension(c.p);
+        // Only what the kernel supports.
+        c.prob.type = *rc::gen::elementOf(info.dtypes);
+        c.prob.layout = *rc::gen::elementOf(info.layouts);
+        c.mode = *rc::gen::elementOf(info.modes);
+        // Hidden widths and the activation only for strategies that run stacks.
+        if (info.max_layers > 1) {
+          const auto layers = *rc::gen::inRange(info.min_layers, info.max_layers + 1);
+          for (std::size_t l = 1; l < layers; ++l) c.prob.hidden.push_back(*dimension(c.p));
+          if (layers > 1) c.prob.act = *rc::gen::element(activation::identity, activation::relu);
+          // Exact mode in f32 can round a stack's wider sums: such shapes run in f64, and deep
+          // wide stacks that would round even there run on uniform data.
+          const auto exact_problem = [&] {
+            return ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
+                                            c.prob.type);
+          };
+          if (c.mode == value_mode::exact && !exact_problem().empty() && info.supports(dtype::f64))
+            c.prob.type = dtype::f64;
+          if (c.mode == value_mode::exact && !exact_problem().empty())
+            c.mode = *rc::gen::elementOf(other_modes(info, value_mode::exact));
+        }
+        c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
+        c.backend = pins.backend ? *pins.backend
+                                 : *rc::gen::element(par::backend::mpi, par::backend::native);
+        // The mesh factors: pinned ones first set aside (p is a multiple of them), then the others
+        // drawn in order from what is left, so that together they factorise p.
+        int unfactored = c.p;
+        for (const par::param_spec& ps : info.params)
+          if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
+            unfactored /= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
+        for (const par::param_spec& ps : info.params) {
+          if (const auto pin = pins.params.find(ps.name); pin != pins.params.end()) {
+            c.params[ps.name] = pin->second;
+          } else if (ps.divides_p) {
+            const std::int64_t d = *divisor_of(unfactored);
+            c.params[ps.name] = d;
+            unfactored /= static_cast<int>(d);
+          } else {
+            c.params[ps.name] = *parameter(ps);
+          }
+        }
+        for (const par::split& sp : par::splits_of(s, c))
+          c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
+        par::complete_and_validate(s, c);
+        return c;
+      }));
 }
 
 }  // namespace shardcheck::prop

@@ -80,8 +80,7 @@ matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t row0, std
 
 any_matrix generate_block(const par::run_case& c, const par::tensor_plan& t) {
   const block& b = t.region;
-  if (c.prob.type == dtype::f32)
-    return generate<float>(c, t.slot, b.row0, b.rows, b.col0, b.cols);
+  if (c.prob.type == dtype::f32) return generate<float>(c, t.slot, b.row0, b.rows, b.col0, b.cols);
   return generate<double>(c, t.slot, b.row0, b.rows, b.col0, b.cols);
 }
 
@@ -173,8 +172,9 @@ template <class T>
 expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
                          const ref::stack_expectation<T>& all) {
   const auto& p = c.prob;
-  const std::vector<T>& value = t.t == tensor::y ? all.y : t.t == tensor::dx ? all.dx
-                                                                             : all.dw[t.layer];
+  const std::vector<T>& value = t.t == tensor::y    ? all.y
+                                : t.t == tensor::dx ? all.dx
+                                                    : all.dw[t.layer];
   const std::vector<double>& bound = t.t == tensor::y    ? all.y_bound
                                      : t.t == tensor::dx ? all.dx_bound
                                                          : all.dw_bound[t.layer];
@@ -186,8 +186,8 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
   T* out = std::get<matrix<T>>(e.value).data.data();
   for (std::size_t i = 0; i < br; ++i)
     for (std::size_t j = 0; j < bc; ++j) {
-      const std::size_t at = (static_cast<std::size_t>(b.row0) + i) * full_cols +
-                             static_cast<std::size_t>(b.col0) + j;
+      const std::size_t at =
+          (static_cast<std::size_t>(b.row0) + i) * full_cols + static_cast<std::size_t>(b.col0) + j;
       out[i * bc + j] = value[at];
       e.mag[i * bc + j] = bound[at];
     }
@@ -210,8 +210,8 @@ std::int64_t chain_of(const par::chain_lengths& l, tensor t) {
   return t == tensor::y ? l.y : t == tensor::dx ? l.dx : l.dw;
 }
 
-std::string where(const std::string& t, const block& b, int rank,
-                  const std::vector<int>& coords, std::size_t li, std::size_t lj) {
+std::string where(const std::string& t, const block& b, int rank, const std::vector<int>& coords,
+                  std::size_t li, std::size_t lj) {
   std::ostringstream os;
   os << t << "[i=" << b.row0 + static_cast<std::int64_t>(li)
      << ", j=" << b.col0 + static_cast<std::int64_t>(lj) << "] on rank " << rank;
@@ -247,8 +247,8 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   }
   if (b.rows == 0 || b.cols == 0) return {};  // nothing here (e.g. another stage's tensor)
   const bool stack = c.prob.layers() > 1;
-  const expectation e = stack ? expect_stack<T>(c, t.slot, b, whole.get<T>(c, chains))
-                              : expect<T>(c, t.slot.t, b);
+  const expectation e =
+      stack ? expect_stack<T>(c, t.slot, b, whole.get<T>(c, chains)) : expect<T>(c, t.slot.t, b);
   const auto& want = std::get<matrix<T>>(e.value);
   const auto rows = got.rows, cols = got.cols;
   ref::compare_options opt;
@@ -269,10 +269,12 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   if (!bad) return {};
   std::ostringstream os;
   os.precision(17);
-  os << where(t.name, b, rank, coords, bad->row, bad->col) << ": got " << bad->got
-     << ", expected " << bad->expected;
-  if (opt.bitwise) os << " (exact mode: bitwise equality required)";
-  else if (stack) os << ", stack bound " << bad->bound << ", error = " << bad->ratio << "·bound";
+  os << where(t.name, b, rank, coords, bad->row, bad->col) << ": got " << bad->got << ", expected "
+     << bad->expected;
+  if (opt.bitwise)
+    os << " (exact mode: bitwise equality required)";
+  else if (stack)
+    os << ", stack bound " << bad->bound << ", error = " << bad->ratio << "·bound";
   else
     os << ", bound " << bad->bound << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref
        << "), error = " << bad->ratio << "·u·mag";
@@ -400,12 +402,11 @@ void check_outputs(case_run& run, const par::case_plan& plan, const par::claims&
       continue;
     }
     const par::tensor_plan& tp = plan[t];
-    const std::string bad =
-        c.prob.type == dtype::f32
-            ? judge<float>(c, tp, got.out(t), chains, whole, run.rank, plan.coords,
-                           run.v.worst_error)
-            : judge<double>(c, tp, got.out(t), chains, whole, run.rank, plan.coords,
-                            run.v.worst_error);
+    const std::string bad = c.prob.type == dtype::f32
+                                ? judge<float>(c, tp, got.out(t), chains, whole, run.rank,
+                                               plan.coords, run.v.worst_error)
+                                : judge<double>(c, tp, got.out(t), chains, whole, run.rank,
+                                                plan.coords, run.v.worst_error);
     if (!bad.empty()) run.fail(p, bad);
   }
 }
@@ -421,14 +422,14 @@ void check_ledger(case_run& run, const par::claims& cl, const run_result& got) {
 // memory: each phase's measured peak within the claimed bound; a memory-monotone parameter (e.g. a
 // bucket size) set smaller, drawn from the case's seed so that a replay repeats it, never peaks
 // higher.
-void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan,
-                  const par::claims& cl, const run_result& first) {
+void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan, const par::claims& cl,
+                  const run_result& first) {
   if (!run.on(property::memory)) return;
   if (!cl.peak) return run.not_claimed(property::memory);
   const par::kernel& k = *run.s.k;
   const par::run_case& c = run.c;
-  const std::pair<std::int64_t, std::int64_t> phases[] = {
-      {first.peak_forward, cl.peak->forward}, {first.peak_backward, cl.peak->backward}};
+  const std::pair<std::int64_t, std::int64_t> phases[] = {{first.peak_forward, cl.peak->forward},
+                                                          {first.peak_backward, cl.peak->backward}};
   for (std::size_t i = 0; i < 2; ++i) {
     const auto [peak, bound] = phases[i];
     const double ratio = bound > 0 ? static_cast<double>(peak) / static_cast<double>(bound)
@@ -452,19 +453,19 @@ void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan,
         ps.min + static_cast<std::int64_t>(c.seed % static_cast<std::uint64_t>(value - ps.min));
     par::complete_and_validate(k, smaller);
     const par::case_plan small_plan = par::plan_of(k, smaller, plan.coords);
-    const run_result other = run_once(k, smaller, grid, inputs_of(small_plan, smaller),
-                                      k.cost(smaller, plan.coords));
+    const run_result other =
+        run_once(k, smaller, grid, inputs_of(small_plan, smaller), k.cost(smaller, plan.coords));
     const std::int64_t peaks[2][2] = {{first.peak_forward, other.peak_forward},
                                       {first.peak_backward, other.peak_backward}};
     for (std::size_t i = 0; i < 2; ++i)
       if (peaks[i][1] > peaks[i][0])
-        run.fail(property::memory,
-                 std::string(i == 0 ? "forward" : "backward") + " on rank " +
-                     std::to_string(run.rank) + " peaks at " + std::to_string(peaks[i][1]) +
-                     " bytes with " + ps.name + "=" + std::to_string(smaller.param(ps.name)) +
-                     ", above its " + std::to_string(peaks[i][0]) + " bytes with " + ps.name +
-                     "=" + std::to_string(value) + " (a smaller " + ps.name +
-                     " must never raise the peak)");
+        run.fail(property::memory, std::string(i == 0 ? "forward" : "backward") + " on rank " +
+                                       std::to_string(run.rank) + " peaks at " +
+                                       std::to_string(peaks[i][1]) + " bytes with " + ps.name +
+                                       "=" + std::to_string(smaller.param(ps.name)) +
+                                       ", above its " + std::to_string(peaks[i][0]) +
+                                       " bytes with " + ps.name + "=" + std::to_string(value) +
+                                       " (a smaller " + ps.name + " must never raise the peak)");
   }
 }
 
@@ -508,10 +509,10 @@ void check_replicas(case_run& run, par::comm& case_comm, const std::vector<tenso
                     const std::vector<std::uint64_t>& mine) {
   if (!run.on(property::replicas)) return;
   std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(case_comm.size()));
-  par::check_mpi(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T,
-                               all.data(), static_cast<int>(mine.size()), MPI_UINT64_T,
-                               case_comm.native_handle()),
-                 "replica exchange");
+  par::check_mpi(
+      MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
+                    static_cast<int>(mine.size()), MPI_UINT64_T, case_comm.native_handle()),
+      "replica exchange");
   for (int q = 0; q < case_comm.size(); ++q) {
     if (q == run.rank) continue;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -536,15 +537,17 @@ rank_inputs inputs_of(const par::case_plan& plan, const par::run_case& c) {
   for (const par::tensor_plan& t : plan.tensors) {
     if (!t.is_input()) continue;
     any_matrix m = generate_block(c, t);
-    if (t.slot.t == tensor::x) in.x = std::move(m);
-    else if (t.slot.t == tensor::dy) in.dy = std::move(m);
-    else in.ws.push_back(std::move(m));
+    if (t.slot.t == tensor::x)
+      in.x = std::move(m);
+    else if (t.slot.t == tensor::dy)
+      in.dy = std::move(m);
+    else
+      in.ws.push_back(std::move(m));
   }
   return in;
 }
 
-verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_comm,
-                    unsigned mask) {
+verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_comm, unsigned mask) {
   case_run run{s, c, mask, case_comm.rank(), {}};
   const std::vector<tensor_slot> outputs = par::outputs_of(c);
   std::vector<std::uint64_t> mine(outputs.size() * replica_fields, 0);

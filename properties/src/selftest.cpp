@@ -131,7 +131,8 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
 
   // The old mutants: each must be caught by its property.
   int status = 0;
-  std::fprintf(out, "\nthe gate: every defect the mutants have always modelled, caught by its property:\n");
+  std::fprintf(
+      out, "\nthe gate: every defect the mutants have always modelled, caught by its property:\n");
   for (const old_mutant& old : old_mutants()) {
     const mutant_cell* c = m.cell(old.cell);
     const outcome_of_cell* r = c != nullptr ? &results[c->name] : nullptr;

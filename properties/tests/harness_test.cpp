@@ -56,26 +56,23 @@ const par::kernel& data_parallel() {
 }
 
 TEST(harness, every_claim_judged_when_all_are_made) {
-  const verdict v =
-      run(without_claims(data_parallel(), true, true, true),
-          "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
+  const verdict v = run(without_claims(data_parallel(), true, true, true),
+                        "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
   EXPECT_EQ(v.failed, 0u) << v.message;
   EXPECT_EQ(v.not_claimed, 0u);
 }
 
 TEST(harness, absent_claims_are_not_claimed_never_passed) {
-  const verdict v =
-      run(without_claims(data_parallel(), false, false, false),
-          "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
+  const verdict v = run(without_claims(data_parallel(), false, false, false),
+                        "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
   EXPECT_EQ(v.failed, 0u) << v.message;
-  EXPECT_EQ(v.not_claimed, bit(property::ledger) | bit(property::memory) |
-                               bit(property::forward) | bit(property::backward));
+  EXPECT_EQ(v.not_claimed, bit(property::ledger) | bit(property::memory) | bit(property::forward) |
+                               bit(property::backward));
 }
 
 TEST(harness, without_chains_exact_mode_is_still_judged_bitwise) {
-  const verdict v =
-      run(without_claims(data_parallel(), true, true, false),
-          "strategy=data_parallel p=1 M=5 N=3 K=4 mode=exact seed=7");
+  const verdict v = run(without_claims(data_parallel(), true, true, false),
+                        "strategy=data_parallel p=1 M=5 N=3 K=4 mode=exact seed=7");
   EXPECT_EQ(v.not_claimed, 0u);
   EXPECT_EQ(v.failed, 0u) << v.message;
 }

@@ -56,23 +56,17 @@ template <class T>
 T from_hash(value_mode mode, std::uint64_t h) {
   const std::uint64_t h2 = mix(h ^ 0x5851f42d4c957f2dULL);
   switch (mode) {
-    case value_mode::exact:
-      return static_cast<T>(static_cast<int>(below(h, 17)) - 8) / T(8);
-    case value_mode::uniform:
-      return uniform<T>(h);
+    case value_mode::exact: return static_cast<T>(static_cast<int>(below(h, 17)) - 8) / T(8);
+    case value_mode::uniform: return uniform<T>(h);
     case value_mode::wide:
       return sign(h2, std::ldexp(one_two<T>(h), static_cast<int>(below(h2, 33)) - 16));
-    case value_mode::cancel:
-      return sign(h2, (h2 & 2) ? std::ldexp(one_two<T>(h), 12) : unit<T>(h));
+    case value_mode::cancel: return sign(h2, (h2 & 2) ? std::ldexp(one_two<T>(h), 12) : unit<T>(h));
     case value_mode::nonfinite:
       if ((h2 & 31) == 0) {
         switch (below(h2, 3)) {
-          case 0:
-            return std::numeric_limits<T>::quiet_NaN();
-          case 1:
-            return std::numeric_limits<T>::infinity();
-          default:
-            return -std::numeric_limits<T>::infinity();
+          case 0: return std::numeric_limits<T>::quiet_NaN();
+          case 1: return std::numeric_limits<T>::infinity();
+          default: return -std::numeric_limits<T>::infinity();
         }
       }
       return uniform<T>(h);

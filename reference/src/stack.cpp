@@ -32,12 +32,12 @@ std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t
            std::to_string(std::log2(magnitude) + grid) + " significant bits";
   };
   for (std::size_t l = 1; l <= L; ++l) {
-    for (std::string bad : {check("H", l, product(0, l - 1), 3 * static_cast<int>(l + 1)),
-                            check("dA", l - 1, product(l, L), 3 * static_cast<int>(L - l + 2)),
-                            check("dW", l,
-                                  static_cast<double>(rows) * product(l + 1, L) *
-                                      (l >= 2 ? product(0, l - 2) : 1.0),
-                                  3 * static_cast<int>(L + 1))})
+    for (std::string bad :
+         {check("H", l, product(0, l - 1), 3 * static_cast<int>(l + 1)),
+          check("dA", l - 1, product(l, L), 3 * static_cast<int>(L - l + 2)),
+          check("dW", l,
+                static_cast<double>(rows) * product(l + 1, L) * (l >= 2 ? product(0, l - 2) : 1.0),
+                3 * static_cast<int>(L + 1))})
       if (!bad.empty()) return bad;
   }
   return {};
@@ -57,8 +57,8 @@ void activate_backward(activation a, std::span<const T> h, std::span<T> g) {
 }
 
 template <class T>
-void stack_forward(const stack_shape& s, std::size_t rows, const T* x,
-                   std::span<const T* const> ws, T* y, std::vector<std::vector<T>>* hidden) {
+void stack_forward(const stack_shape& s, std::size_t rows, const T* x, std::span<const T* const> ws,
+                   T* y, std::vector<std::vector<T>>* hidden) {
   std::vector<T> a(x, x + rows * s.width(0)), h;
   for (std::size_t l = 1; l <= s.layers(); ++l) {
     const bool last = l == s.layers();
@@ -111,7 +111,8 @@ tracked through_weight(const tracked& in, std::size_t n, double gp, double gr, A
 // A non-finite h is certain: where the reference's pre-activation is ±Inf or NaN, so is the other
 // computation's (which non-finite value a sum takes does not depend on its order, and the
 // nonfinite property demands exactly that), so both take the same branch — the uncertain set would
-// otherwise multiply an infinite bound by the zeros of masked elements (NaN bounds where both give 0).
+// otherwise multiply an infinite bound by the zeros of masked elements (NaN bounds where both give
+// 0).
 int branch(activation a, double h, double delta) {
   if (a == activation::identity) return 1;
   if (std::isfinite(h) && delta > 0 && std::fabs(h) <= delta) return 2;
@@ -142,19 +143,19 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
   stack_expectation<T> e;
   // Forward: A_{l−1} as values and as tracked bounds, kept for dW.
   std::vector<std::vector<T>> a_val{std::vector<T>(x, x + rows * s.width(0))}, h_val;
-  std::vector<tracked> a_trk{{std::vector<double>(rows * s.width(0), 0.0),
-                              absolute(x, rows * s.width(0)), 1, 1}};
+  std::vector<tracked> a_trk{
+      {std::vector<double>(rows * s.width(0), 0.0), absolute(x, rows * s.width(0)), 1, 1}};
   std::vector<std::vector<double>> h_delta;
   for (std::size_t l = 1; l <= L; ++l) {
     const auto dl = s.width(l), dp = s.width(l - 1);
     const tracked& in = a_trk.back();
     std::vector<T> h(rows * dl);
     linear_forward<T>(s.layout, rows, dl, dp, a_val.back().data(), ws[l - 1], h.data());
-    tracked out = through_weight(in, rows * dl, gamma(par.h[l - 1], t), gamma(ref.h[l - 1], t),
-                                 [&](const double* a, double* z) {
-                                   linear_forward<double>(s.layout, rows, dl, dp, a,
-                                                          abs_w[l - 1].data(), z);
-                                 });
+    tracked out =
+        through_weight(in, rows * dl, gamma(par.h[l - 1], t), gamma(ref.h[l - 1], t),
+                       [&](const double* a, double* z) {
+                         linear_forward<double>(s.layout, rows, dl, dp, a, abs_w[l - 1].data(), z);
+                       });
     if (l == L) {
       e.y = std::move(h);
       e.y_bound = finish(std::move(out.delta));

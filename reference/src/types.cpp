@@ -6,43 +6,32 @@ namespace shardcheck {
 
 std::string_view to_string(dtype t) {
   switch (t) {
-    case dtype::f32:
-      return "f32";
-    case dtype::f64:
-      return "f64";
+    case dtype::f32: return "f32";
+    case dtype::f64: return "f64";
   }
   return "?";
 }
 
 std::string_view to_string(weight_layout l) {
   switch (l) {
-    case weight_layout::out_in:
-      return "out_in";
-    case weight_layout::in_out:
-      return "in_out";
+    case weight_layout::out_in: return "out_in";
+    case weight_layout::in_out: return "in_out";
   }
   return "?";
 }
 
 std::string_view to_string(value_mode m) {
   switch (m) {
-    case value_mode::exact:
-      return "exact";
-    case value_mode::uniform:
-      return "uniform";
-    case value_mode::wide:
-      return "wide";
-    case value_mode::cancel:
-      return "cancel";
-    case value_mode::nonfinite:
-      return "nonfinite";
+    case value_mode::exact: return "exact";
+    case value_mode::uniform: return "uniform";
+    case value_mode::wide: return "wide";
+    case value_mode::cancel: return "cancel";
+    case value_mode::nonfinite: return "nonfinite";
   }
   return "?";
 }
 
-std::string_view to_string(activation a) {
-  return a == activation::relu ? "relu" : "identity";
-}
+std::string_view to_string(activation a) { return a == activation::relu ? "relu" : "identity"; }
 
 namespace {
 

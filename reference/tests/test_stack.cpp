@@ -116,9 +116,9 @@ std::ptrdiff_t first_outside(const std::vector<T>& got, const std::vector<T>& wa
 template <class T>
 int violations(const stack_shape& s, std::size_t rows, const stack_data<T>& d,
                const naive_result<T>& got) {
-  const auto e = stack_expect<T>(s, rows, d.x.data(), d.ws, d.dy.data(),
-                                 reference_chains(s, static_cast<std::int64_t>(rows)),
-                                 dtype_of<T>());
+  const auto e =
+      stack_expect<T>(s, rows, d.x.data(), d.ws, d.dy.data(),
+                      reference_chains(s, static_cast<std::int64_t>(rows)), dtype_of<T>());
   int bad = first_outside(got.y, e.y, e.y_bound) >= 0;
   bad += first_outside(got.dx, e.dx, e.dx_bound) >= 0;
   for (std::size_t l = 0; l < s.layers(); ++l)
@@ -132,8 +132,8 @@ const std::vector<std::vector<std::int64_t>> widths = {
 TEST(stack, one_layer_is_the_linear_layer_with_its_bound) {
   const stack_shape s{weight_layout::in_out, {7, 5}, activation::relu};
   const auto d = make<float>(s, 9, value_mode::uniform, 3);
-  const auto e = stack_expect<float>(s, 9, d.x.data(), d.ws, d.dy.data(), reference_chains(s, 9),
-                                     dtype::f32);
+  const auto e =
+      stack_expect<float>(s, 9, d.x.data(), d.ws, d.dy.data(), reference_chains(s, 9), dtype::f32);
   std::vector<float> y(9 * 5);
   std::vector<double> mag(9 * 5);
   linear_forward<float>(s.layout, 9, 5, 7, d.x.data(), d.w[0].data(), y.data());
@@ -194,8 +194,8 @@ int exact_cases_bitwise() {
       ++ran;
       const auto d = make<T>(s, 11, value_mode::exact, 5);
       const auto got = naive_stack(s, 11, d, act);
-      const auto e = stack_expect<T>(s, 11, d.x.data(), d.ws, d.dy.data(),
-                                     reference_chains(s, 11), dtype_of<T>());
+      const auto e = stack_expect<T>(s, 11, d.x.data(), d.ws, d.dy.data(), reference_chains(s, 11),
+                                     dtype_of<T>());
       EXPECT_EQ(got.y, e.y);
       EXPECT_EQ(got.dx, e.dx);
       EXPECT_EQ(got.dw, e.dw);
@@ -246,8 +246,8 @@ TEST(stack, an_infinite_pre_activation_takes_a_certain_branch) {
   const double inf = INFINITY;
   const std::vector<double> x{-inf}, w1{1, -1}, w2{1, 1}, dy{1};
   const std::vector<const double*> ws{w1.data(), w2.data()};
-  const auto e = stack_expect<double>(s, 1, x.data(), ws, dy.data(), reference_chains(s, 1),
-                                      dtype::f64);
+  const auto e =
+      stack_expect<double>(s, 1, x.data(), ws, dy.data(), reference_chains(s, 1), dtype::f64);
   EXPECT_EQ(e.dw[1][0], 0.0);
   EXPECT_EQ(e.dw_bound[1][0], 0.0);
 }

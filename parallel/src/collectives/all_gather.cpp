@@ -9,7 +9,6 @@ schedule all_gather(channel ch, T* buffer, std::span<const int> counts,
 }
 
 template schedule all_gather<float>(channel, float*, std::span<const int>, std::span<const int>);
-template schedule all_gather<double>(channel, double*, std::span<const int>,
-                                     std::span<const int>);
+template schedule all_gather<double>(channel, double*, std::span<const int>, std::span<const int>);
 
 }  // namespace shardcheck::par::native

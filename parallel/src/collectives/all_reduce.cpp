@@ -9,13 +9,11 @@ namespace shardcheck::par::native {
 // Ring (the rest): reduce-scatter over balanced chunks, each rank's complete chunk left in place,
 // then the all-gather of those chunks.
 template <class T>
-schedule all_reduce(channel ch, std::span<T> buffer, std::span<int> counts,
-                    std::span<int> displs) {
+schedule all_reduce(channel ch, std::span<T> buffer, std::span<int> counts, std::span<int> displs) {
   const int p = ch.size;
   const auto n = static_cast<std::int64_t>(buffer.size());
   if (p == 1) return {};
-  if (algorithm_of(backend::native, collective::all_reduce, p, n) ==
-      algorithm::recursive_doubling)
+  if (algorithm_of(backend::native, collective::all_reduce, p, n) == algorithm::recursive_doubling)
     return schedule::recursive_doubling<T>(ch, buffer);
   for (int k = 0; k < p; ++k) {
     const auto [offset, size] = balanced_chunk(n, p, k);

@@ -23,9 +23,8 @@ void all_to_all(channel& ch, const T* in, std::span<const int> send_counts,
   }
 }
 
-template void all_to_all<float>(channel&, const float*, std::span<const int>,
-                                std::span<const int>, float*, std::span<const int>,
-                                std::span<const int>);
+template void all_to_all<float>(channel&, const float*, std::span<const int>, std::span<const int>,
+                                float*, std::span<const int>, std::span<const int>);
 template void all_to_all<double>(channel&, const double*, std::span<const int>,
                                  std::span<const int>, double*, std::span<const int>,
                                  std::span<const int>);

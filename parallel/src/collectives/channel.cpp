@@ -11,8 +11,8 @@ int as_count(std::int64_t n) {
 }
 }  // namespace
 
-void channel::exchange(const void* out, std::int64_t n, int to, void* in, std::int64_t m,
-                       int from, MPI_Datatype t, std::size_t elem_bytes, int tag) {
+void channel::exchange(const void* out, std::int64_t n, int to, void* in, std::int64_t m, int from,
+                       MPI_Datatype t, std::size_t elem_bytes, int tag) {
   check_mpi(MPI_Sendrecv(out, as_count(n), t, to, tag, in, as_count(m), t, from, tag, c,
                          MPI_STATUS_IGNORE),
             "MPI_Sendrecv");
@@ -20,8 +20,8 @@ void channel::exchange(const void* out, std::int64_t n, int to, void* in, std::i
   received += m * static_cast<std::int64_t>(elem_bytes);
 }
 
-void channel::send(const void* out, std::int64_t n, int to, MPI_Datatype t,
-                   std::size_t elem_bytes, int tag) {
+void channel::send(const void* out, std::int64_t n, int to, MPI_Datatype t, std::size_t elem_bytes,
+                   int tag) {
   check_mpi(MPI_Send(out, as_count(n), t, to, tag, c), "MPI_Send");
   sent += n * static_cast<std::int64_t>(elem_bytes);
 }

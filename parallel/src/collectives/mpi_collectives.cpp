@@ -55,9 +55,7 @@ traffic payload(const call& c, int rank, int size) {
   ledger_entry e;
   switch (c.kind) {
     case collective::all_gather: e = all_gather_entry(backend::mpi, c.counts, rank, b); break;
-    case collective::all_reduce:
-      e = all_reduce_entry(backend::mpi, c.count, rank, size, b);
-      break;
+    case collective::all_reduce: e = all_reduce_entry(backend::mpi, c.count, rank, size, b); break;
     case collective::reduce_scatter:
       e = reduce_scatter_entry(backend::mpi, c.counts, rank, b);
       break;
@@ -106,9 +104,7 @@ class mpi_collectives final : public collectives {
         check_mpi(MPI_Reduce_scatter(c.in, c.out, counts_a_.data(), t, MPI_SUM, c_),
                   "MPI_Reduce_scatter");
         break;
-      case collective::broadcast:
-        check_mpi(MPI_Bcast(c.out, n, t, c.root, c_), "MPI_Bcast");
-        break;
+      case collective::broadcast: check_mpi(MPI_Bcast(c.out, n, t, c.root, c_), "MPI_Bcast"); break;
       case collective::all_to_all:
         native::to_ints(c.counts, counts_a_, displs_a_);
         native::to_ints(c.recv_counts, counts_b_, displs_b_);
@@ -146,8 +142,7 @@ class mpi_collectives final : public collectives {
                   "MPI_Iallreduce");
         break;
       default:
-        throw invalid_problem("start_" + std::string(to_string(c.kind)) +
-                              ": no non-blocking form");
+        throw invalid_problem("start_" + std::string(to_string(c.kind)) + ": no non-blocking form");
     }
     started_ = true;
     started_traffic_ = payload(c, rank_, size_);

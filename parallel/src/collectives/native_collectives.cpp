@@ -80,8 +80,7 @@ class native_collectives final : public collectives {
                             ": a non-blocking collective is already pending on this comm");
     if (c.kind != collective::all_gather && c.kind != collective::all_reduce &&
         c.kind != collective::reduce_scatter)
-      throw invalid_problem("start_" + std::string(to_string(c.kind)) +
-                            ": no non-blocking form");
+      throw invalid_problem("start_" + std::string(to_string(c.kind)) + ": no non-blocking form");
     pending_ = schedule_of(c, true);
     started_ = true;
     (void)test();
@@ -124,8 +123,8 @@ class native_collectives final : public collectives {
           return native::reduce_scatter<T>(channel(started), static_cast<const T*>(c.in), out,
                                            counts, displs);
         default:
-          return native::all_reduce<T>(channel(started),
-                                       {out, static_cast<std::size_t>(c.count)}, counts, displs);
+          return native::all_reduce<T>(channel(started), {out, static_cast<std::size_t>(c.count)},
+                                       counts, displs);
       }
     });
   }

@@ -82,12 +82,15 @@ schedule::step schedule::describe(int t) const {
     const int q = largest_power_of_two_upto(p);
     std::byte* other = ch_.scratch.data();
     if (r >= q) {
-      if (t == 0) st = {data_, n_, r - q, nullptr, 0, -1, tags::fold};
-      else st = {nullptr, 0, -1, data_, n_, r - q, tags::unfold};
+      if (t == 0)
+        st = {data_, n_, r - q, nullptr, 0, -1, tags::fold};
+      else
+        st = {nullptr, 0, -1, data_, n_, r - q, tags::unfold};
     } else {
       const bool folds = r < p - q;
       const int round = t - (folds ? 1 : 0);
-      if (folds && t == 0) st = {nullptr, 0, -1, other, n_, r + q, tags::fold};
+      if (folds && t == 0)
+        st = {nullptr, 0, -1, other, n_, r + q, tags::fold};
       else if (folds && t + 1 == steps_)
         st = {data_, n_, r + q, nullptr, 0, -1, tags::unfold};
       else {
@@ -116,7 +119,12 @@ schedule::step schedule::describe(int t) const {
   const int s = t - reduce_steps_;
   const auto [so, sn] = chunk(r - s);
   const auto [ro, rn] = chunk(r - s - 1);
-  return {at(data_, so), sn, mod(r + 1, p), at(data_, ro), rn, mod(r - 1, p),
+  return {at(data_, so),
+          sn,
+          mod(r + 1, p),
+          at(data_, ro),
+          rn,
+          mod(r - 1, p),
           tags::ring_gather + offset};
 }
 
@@ -174,9 +182,9 @@ void schedule::wait() {
   }
 }
 
-#define SHARDCHECK_SCHEDULE_INSTANTIATE(T)                                                    \
-  template schedule schedule::ring<T>(channel, const T*, T*, bool, T*, bool,                  \
-                                      std::span<const int>, std::span<const int>);            \
+#define SHARDCHECK_SCHEDULE_INSTANTIATE(T)                                                         \
+  template schedule schedule::ring<T>(channel, const T*, T*, bool, T*, bool, std::span<const int>, \
+                                      std::span<const int>);                                       \
   template schedule schedule::recursive_doubling<T>(channel, std::span<T>);
 SHARDCHECK_SCHEDULE_INSTANTIATE(float)
 SHARDCHECK_SCHEDULE_INSTANTIATE(double)

@@ -36,8 +36,7 @@ collective_check::collective_check(collective kind) : kind_(kind) {
     info_.summary = "pseudo-strategy: the root computes Y, dX, dW and broadcasts them";
     info_.params = {{"root", 0, 3, 0, "broadcast root (mod p)"}};
   } else {
-    info_.summary =
-        "pseudo-strategy: Y computed by rows, all-to-all'd to columns; dW all-reduced";
+    info_.summary = "pseudo-strategy: Y computed by rows, all-to-all'd to columns; dW all-reduced";
   }
 }
 

@@ -77,8 +77,7 @@ void column_parallel::forward(context& ctx, const run_case& c, const forward_io&
     for (int q = 0; q < world.size(); ++q) {
       const auto nq = static_cast<std::size_t>(cols.size(q));
       const T* block = packed.data() + m * static_cast<std::size_t>(cols.offset(q));
-      for (std::size_t row = 0; row < m; ++row)
-        std::copy_n(block + row * nq, nq, y.row(row) + at);
+      for (std::size_t row = 0; row < m; ++row) std::copy_n(block + row * nq, nq, y.row(row) + at);
       at += nq;
     }
   });

@@ -45,8 +45,8 @@ void column_row_pair::backward(context& ctx, const run_case& c, const backward_i
     const auto hr = static_cast<std::size_t>(c.part("H").size(world.rank()));
     matrix<T> h(m, hr), da(m, hr);
     dx = matrix<T>(m, k);
-    backward_partial<T>(c, m, x.data.data(), ws, dy.data.data(), h.data.data(), da.data.data(),
-                        dws, dx.data.data());
+    backward_partial<T>(c, m, x.data.data(), ws, dy.data.data(), h.data.data(), da.data.data(), dws,
+                        dx.data.data());
     world.all_reduce_sum<T>(dx.span());
   });
 }

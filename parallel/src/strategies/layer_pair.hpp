@@ -35,8 +35,8 @@ class layer_pair : public kernel {
 
   // partial (rows×N) = f(X·W_1,rᵀ)·W_2,rᵀ; h (rows×h_r) is scratch, left holding f(H_r).
   template <class T>
-  static void forward_partial(const run_case& c, std::size_t rows, const T* x, weights<T> ws,
-                              T* h, T* partial);
+  static void forward_partial(const run_case& c, std::size_t rows, const T* x, weights<T> ws, T* h,
+                              T* partial);
 
   // From full X and dY (rows of each): dW_1,r, dW_2,r and the partial dX (rows×K) of this rank;
   // h and da are scratch of rows×h_r.
@@ -80,7 +80,7 @@ void layer_pair::backward_partial(const run_case& c, std::size_t rows, const T* 
   ref::linear_forward<T>(c.prob.layout, rows, hr, k, x, w1.data.data(), h);        // H_r again
   ref::linear_backward_dx<T>(c.prob.layout, rows, n, hr, dy, w2.data.data(), da);  // dA_1
   ref::activate_backward<T>(c.prob.act, std::span<const T>(h, rows * hr),
-                            std::span<T>(da, rows * hr));  // dH_1
+                            std::span<T>(da, rows * hr));    // dH_1
   ref::activate<T>(c.prob.act, std::span<T>(h, rows * hr));  // A_1
   dws[1] = matrix<T>(w2.rows, w2.cols);
   ref::linear_backward_dw<T>(c.prob.layout, rows, n, hr, dy, h, dws[1].data.data());

@@ -74,9 +74,8 @@ claims overlap_check::cost(const run_case& c, std::span<const int> coords) const
     std::vector<std::int64_t> counts;
     for (int q = 0; q < c.p; ++q)
       counts.push_back(
-          std::max<std::int64_t>(std::min(hi, rows.offset(q) + rows.size(q)) -
-                                     std::max(lo, rows.offset(q)),
-                                 0) *
+          std::max<std::int64_t>(
+              std::min(hi, rows.offset(q) + rows.size(q)) - std::max(lo, rows.offset(q)), 0) *
           n);
     return counts;
   };

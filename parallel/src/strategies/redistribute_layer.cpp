@@ -78,8 +78,9 @@ layout redistribute_layer::placement(tensor_slot t, const run_case& c) const {
   switch (t.t) {
     case tensor::x:
     case tensor::dx:
-      return {s == source::s0 ? placement::S(0) : s == source::p ? placement::S(1)
-                                                                 : placement::R()};
+      return {s == source::s0  ? placement::S(0)
+              : s == source::p ? placement::S(1)
+                               : placement::R()};
     case tensor::w:
     case tensor::dw:
       if (s == source::s1) return {placement::S(out_in ? 0 : 1)};
@@ -129,11 +130,10 @@ claims redistribute_layer::cost(const run_case& c, std::span<const int> coords) 
                                 ? collective::all_reduce
                                 : collective::reduce_scatter;
   const std::int64_t m = c.prob.M, n = c.prob.N, k = c.prob.K;
-  out.chains = {{s == source::p ? c.part("K").max_size() + depth(y_kind, m * n) : k,
-                 s == source::s1 ? c.part("N").max_size() + depth(collective::all_reduce, m * k)
-                                 : n,
-                 s == source::s0 ? c.part("M").max_size() + depth(collective::all_reduce, n * k)
-                                 : m}};
+  out.chains = {
+      {s == source::p ? c.part("K").max_size() + depth(y_kind, m * n) : k,
+       s == source::s1 ? c.part("N").max_size() + depth(collective::all_reduce, m * k) : n,
+       s == source::s0 ? c.part("M").max_size() + depth(collective::all_reduce, n * k) : m}};
   return out;
 }
 

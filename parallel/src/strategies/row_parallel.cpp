@@ -78,8 +78,8 @@ void row_parallel::forward(context& ctx, const run_case& c, const forward_io& io
     ref::linear_forward<T>(c.prob.layout, m, n, kr, x.data.data(), w[0].data.data(),
                            partial.data());
     y = matrix<T>(static_cast<std::size_t>(rows.size(r)), n);
-    world.reduce_scatter_sum<T>(std::span<const T>(partial.data(), partial.size()), y.span(),
-                                rows, static_cast<std::int64_t>(n));
+    world.reduce_scatter_sum<T>(std::span<const T>(partial.data(), partial.size()), y.span(), rows,
+                                static_cast<std::int64_t>(n));
   });
 }
 
@@ -101,11 +101,9 @@ void row_parallel::backward(context& ctx, const run_case& c, const backward_io& 
       full_dy = gathered.data.data();
     }
     dx = matrix<T>(m, kr);
-    ref::linear_backward_dx<T>(c.prob.layout, m, n, kr, full_dy, w[0].data.data(),
-                               dx.data.data());
+    ref::linear_backward_dx<T>(c.prob.layout, m, n, kr, full_dy, w[0].data.data(), dx.data.data());
     dw[0] = matrix<T>(w[0].rows, w[0].cols);
-    ref::linear_backward_dw<T>(c.prob.layout, m, n, kr, full_dy, x.data.data(),
-                               dw[0].data.data());
+    ref::linear_backward_dw<T>(c.prob.layout, m, n, kr, full_dy, x.data.data(), dw[0].data.data());
   });
 }
 

@@ -46,8 +46,7 @@ matrix<T> gathered(comm& world, const partition& rows, const matrix<T>& mine, st
 }
 }  // namespace
 
-void sequence_parallel_pair::forward(context& ctx, const run_case& c,
-                                     const forward_io& io) const {
+void sequence_parallel_pair::forward(context& ctx, const run_case& c, const forward_io& io) const {
   io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
     comm& world = ctx.grid.axis(0);
     const int r = world.rank();

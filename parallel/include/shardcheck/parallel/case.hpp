@@ -1,6 +1,7 @@
 #pragma once
 // One case: everything a run depends on, with a one-line string form that replays it.
-//   strategy=data_parallel p=3 M=7 N=5 K=4 dtype=f64 layout=out_in mode=exact seed=42 backend=native part.M=3,0,4 gather=1
+//   strategy=data_parallel p=3 M=7 N=5 K=4 dtype=f64 layout=out_in mode=exact seed=42
+//   backend=native part.M=3,0,4 gather=1
 // `backend=` (mpi or native) picks who runs the collectives; lines without it mean mpi.
 // `part.D=` gives the partition of problem dimension D (D@a on a mesh axis a > 0 of a many-axis
 // mesh); `H=` the hidden widths of a stack of layers and `act=` its activation (both only for a

@@ -62,10 +62,6 @@ inline MPI_Datatype mpi_type<double>() {
   return MPI_DOUBLE;
 }
 [[nodiscard]] MPI_Datatype mpi_type(dtype t);
-template <class T>
-[[nodiscard]] constexpr dtype dtype_of() {
-  return sizeof(T) == 4 ? dtype::f32 : dtype::f64;
-}
 
 // Owns one MPI_Comm and frees it on destruction (never WORLD, SELF or NULL). Move-only; the move
 // is the default one.
@@ -217,8 +213,8 @@ class checked_collectives final : public collectives {
 // the implementation (what the wire does).
 enum class layer_position { above, below };
 // Wraps the layer `inner` of the comm for mesh axis `axis` (−1: the whole mesh).
-using layer_wrapper = std::function<std::unique_ptr<collectives>(
-    std::unique_ptr<collectives> inner, layer_position where, int axis)>;
+using layer_wrapper = std::function<std::unique_ptr<collectives>(std::unique_ptr<collectives> inner,
+                                                                 layer_position where, int axis)>;
 
 // How a mesh builds each comm's stack.
 struct stack_options {
@@ -334,9 +330,8 @@ class comm {
 
   // counts[r] = |[lo, hi) ∩ part r|·scale: each rank's share of a window of a partitioned
   // dimension. In the comm's scratch (no allocation), valid until the next call.
-  [[nodiscard]] std::span<const std::int64_t> window_counts(const partition& parts,
-                                                            std::int64_t lo, std::int64_t hi,
-                                                            std::int64_t scale);
+  [[nodiscard]] std::span<const std::int64_t> window_counts(const partition& parts, std::int64_t lo,
+                                                            std::int64_t hi, std::int64_t scale);
   // counts[r] = parts.size(r)·scale, in the same scratch.
   [[nodiscard]] std::span<const std::int64_t> scaled_counts(const partition& parts,
                                                             std::int64_t scale);

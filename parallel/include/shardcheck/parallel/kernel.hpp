@@ -61,9 +61,8 @@ struct param_spec {
 
 inline constexpr dtype all_dtypes[] = {dtype::f64, dtype::f32};
 inline constexpr weight_layout all_layouts[] = {weight_layout::out_in, weight_layout::in_out};
-inline constexpr value_mode all_modes[] = {value_mode::exact, value_mode::uniform,
-                                           value_mode::wide, value_mode::cancel,
-                                           value_mode::nonfinite};
+inline constexpr value_mode all_modes[] = {value_mode::exact, value_mode::uniform, value_mode::wide,
+                                           value_mode::cancel, value_mode::nonfinite};
 
 struct kernel_info {
   std::string name;
@@ -138,8 +137,10 @@ struct forward_io {
   // starts empty.
   template <class F>
   void visit(F&& f) const {
-    if (std::holds_alternative<matrix<float>>(x)) run<float>(f);
-    else run<double>(f);
+    if (std::holds_alternative<matrix<float>>(x))
+      run<float>(f);
+    else
+      run<double>(f);
   }
 
  private:
@@ -160,8 +161,10 @@ struct backward_io {
   //        gradients<T> dws); dx and every dW start empty.
   template <class F>
   void visit(F&& f) const {
-    if (std::holds_alternative<matrix<float>>(x)) run<float>(f);
-    else run<double>(f);
+    if (std::holds_alternative<matrix<float>>(x))
+      run<float>(f);
+    else
+      run<double>(f);
   }
 
  private:

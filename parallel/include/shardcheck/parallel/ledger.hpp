@@ -41,8 +41,16 @@ namespace shardcheck::par {
 
 // send / recv: point-to-point messages (a pipeline's activations and gradients), ledgered like
 // collectives so that the cost model states them too.
-enum class collective { all_gather, all_reduce, reduce_scatter, broadcast, all_to_all, barrier,
-                        send, recv };
+enum class collective {
+  all_gather,
+  all_reduce,
+  reduce_scatter,
+  broadcast,
+  all_to_all,
+  barrier,
+  send,
+  recv
+};
 enum class phase { forward, backward };
 // Which implementation runs a communicator's collectives.
 enum class backend { mpi, native };
@@ -62,18 +70,17 @@ enum class algorithm { builtin, ring, recursive_doubling, binomial_tree, chain, 
 // unknown, so the worst order), native ring p − 1, recursive doubling ⌈log₂ p⌉. Example: p = 3,
 // native all-reduce of 20 elements (recursive doubling): rank 2 folds into rank 0, then one
 // exchange: 2 additions, where the ring would chain 2 as well and p = 4 gives 2 against 3.
-[[nodiscard]] std::int64_t reduction_depth(backend b, collective kind, int p,
-                                           std::int64_t count);
+[[nodiscard]] std::int64_t reduction_depth(backend b, collective kind, int p, std::int64_t count);
 
 struct ledger_entry {
   phase when = phase::forward;
   collective kind = collective::barrier;
-  int axis = 0;               // mesh axis of the communicator (0 on a one-axis mesh)
+  int axis = 0;  // mesh axis of the communicator (0 on a one-axis mesh)
   std::size_t elem_bytes = 0;
   std::int64_t elements = 0;  // elements in this rank's result buffer
   std::int64_t bytes_sent = 0;
   std::int64_t bytes_received = 0;
-  int root = -1;              // broadcast: the root; send / recv: the peer
+  int root = -1;  // broadcast: the root; send / recv: the peer
 
   friend bool operator==(const ledger_entry&, const ledger_entry&) = default;
 };
@@ -82,8 +89,8 @@ struct ledger_entry {
 
 // The entries that one call of each collective makes on rank `me` of `p`; the communicator records
 // them and cost models predict with them.
-[[nodiscard]] ledger_entry all_gather_entry(backend b, std::span<const std::int64_t> counts,
-                                            int me, std::size_t elem_bytes);
+[[nodiscard]] ledger_entry all_gather_entry(backend b, std::span<const std::int64_t> counts, int me,
+                                            std::size_t elem_bytes);
 [[nodiscard]] ledger_entry all_reduce_entry(backend b, std::int64_t n, int me, int p,
                                             std::size_t elem_bytes);
 [[nodiscard]] ledger_entry reduce_scatter_entry(backend b, std::span<const std::int64_t> counts,

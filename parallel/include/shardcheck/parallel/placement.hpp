@@ -34,7 +34,7 @@ using layout = std::vector<placement>;
 // The tensors of a linear layer; their dimensions are problem dimensions.
 enum class tensor { x, w, y, dy, dx, dw };
 [[nodiscard]] std::string_view to_string(tensor t);
-inline constexpr tensor all_tensors[] = {tensor::x, tensor::w, tensor::y,
+inline constexpr tensor all_tensors[] = {tensor::x,  tensor::w,  tensor::y,
                                          tensor::dy, tensor::dx, tensor::dw};
 
 // One tensor of a case: its kind and, for W and dW, its layer (0 is W_1). A stack of L layers has

@@ -18,10 +18,10 @@ namespace shardcheck::par {
 
 struct tensor_plan {
   tensor_slot slot;
-  std::string name;                         // "X", "W", "W2", "dY", …
+  std::string name;                          // "X", "W", "W2", "dY", …
   std::pair<std::string, std::string> dims;  // its rows' and columns' dimension names
-  layout where;                             // one placement per mesh axis
-  block region;                             // what this rank holds; empty: nothing
+  layout where;                              // one placement per mesh axis
+  block region;                              // what this rank holds; empty: nothing
   // The counter-based data stream of an input (X, W_l, dY); 0 for an output.
   std::uint32_t data_id = 0;
   [[nodiscard]] bool is_input() const {

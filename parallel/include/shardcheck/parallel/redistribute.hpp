@@ -27,9 +27,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "shardcheck/parallel/comm.hpp"
 #include "shardcheck/parallel/ledger.hpp"
 #include "shardcheck/parallel/matrix.hpp"
-#include "shardcheck/parallel/comm.hpp"
 #include "shardcheck/parallel/placement.hpp"
 
 namespace shardcheck::par {

@@ -24,14 +24,14 @@ struct suite_options {
   std::uint64_t seed = 1;
   unsigned mask = all_properties;
   bool progress = true;  // a line on stderr every few seconds on long runs
-  case_pins pins;  // what every case fixes (backend, p, parameters); the rest is drawn
+  case_pins pins;        // what every case fixes (backend, p, parameters); the rest is drawn
 };
 
 // The verdict of one case over all ranks.
 struct case_verdict {
   unsigned failed = 0;
   unsigned not_claimed = 0;  // properties no rank could judge for want of a claim
-  std::string message;  // from the lowest failing rank
+  std::string message;       // from the lowest failing rank
   double worst_error = 0, worst_memory = 0;
   std::int64_t peak_bytes = 0, bound_bytes = 0;
 };

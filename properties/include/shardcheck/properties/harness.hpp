@@ -48,9 +48,9 @@ enum class outcome { pass, fail, not_claimed };
 struct verdict {
   unsigned failed = 0;       // properties that failed on this rank
   unsigned not_claimed = 0;  // properties the kernel made no claim for (never counted as a pass)
-  std::string message;      // the first failure, fully described
-  double worst_error = 0;   // max |got − expected| / (u·mag) over this rank's finite outputs
-  double worst_memory = 0;  // max measured / bound over phases
+  std::string message;       // the first failure, fully described
+  double worst_error = 0;    // max |got − expected| / (u·mag) over this rank's finite outputs
+  double worst_memory = 0;   // max measured / bound over phases
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the phase with the worst ratio
 };
 

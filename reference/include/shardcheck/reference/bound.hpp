@@ -17,7 +17,8 @@
 //   Δ_{ZB} = Δ_Z·|B| + (γ_par·s_par + γ_ref·s_ref)·Mag_Z·|B|,   s_c ← s_c·(1+γ_c),
 // which is the closed form above when nothing is masked; through a product of two computed
 // quantities (dW_l = dH_lᵀ·A_{l−1}):
-//   Δ = Δ_Gᵀ·s_par^A·Mag_A + s_ref^G·Mag_Gᵀ·Δ_A + (γ_par·s^G_par·s^A_par + γ_ref·s^G_ref·s^A_ref)·Mag_Gᵀ·Mag_A
+//   Δ = Δ_Gᵀ·s_par^A·Mag_A + s_ref^G·Mag_Gᵀ·Δ_A + (γ_par·s^G_par·s^A_par +
+//   γ_ref·s^G_ref·s^A_ref)·Mag_Gᵀ·Mag_A
 // from |g_p a_p − g_r a_r| ≤ |g_p − g_r||a_p| + |g_r||a_p − a_r|.
 // ReLU backward: dH = dA ⊙ f'(H). Where |H_ref| > Δ_H both computations take the same branch
 // (|H_par − H_ref| ≤ Δ_H); where |H_ref| ≤ Δ_H (the uncertain set U) one may pass dA and the other
@@ -36,7 +37,8 @@ namespace shardcheck::ref {
 // γ_k; +infinity once k·u ≥ 1 (no bound can be given).
 [[nodiscard]] double gamma(std::int64_t k, dtype t);
 // The tolerance for one element: (γ_k_par + γ_k_ref) · mag, where mag is the magnitude product
-// computed in double; it is inflated by 1/(1 − γ_k_mag(double)) to cover the rounding of mag itself.
+// computed in double; it is inflated by 1/(1 − γ_k_mag(double)) to cover the rounding of mag
+// itself.
 [[nodiscard]] double element_bound(double mag, std::int64_t k_par, std::int64_t k_ref, dtype t,
                                    std::int64_t k_mag);
 

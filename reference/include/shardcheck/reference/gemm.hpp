@@ -23,13 +23,13 @@ void linear_forward(weight_layout layout, std::size_t rows, std::size_t n_out, s
                     const T* x, const T* w, T* y);
 // dX (rows×k_in) = dY (rows×n_out) · W   (out_in)  or dY · Wᵀ (in_out).
 template <class T>
-void linear_backward_dx(weight_layout layout, std::size_t rows, std::size_t n_out,
-                        std::size_t k_in, const T* dy, const T* w, T* dx);
+void linear_backward_dx(weight_layout layout, std::size_t rows, std::size_t n_out, std::size_t k_in,
+                        const T* dy, const T* w, T* dx);
 // dW = dYᵀ·X (n_out×k_in, out_in) or Xᵀ·dY (k_in×n_out, in_out), summed over `rows` rows.
 // accumulate=true adds into dw instead of overwriting it.
 template <class T>
-void linear_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_out,
-                        std::size_t k_in, const T* dy, const T* x, T* dw, bool accumulate = false);
+void linear_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_out, std::size_t k_in,
+                        const T* dy, const T* x, T* dw, bool accumulate = false);
 
 // Magnitude versions of the three products, in double whatever T is: the same products on
 // |X|, |W|, |dY|. They are what the per-element error bound multiplies.

@@ -22,7 +22,9 @@ struct stack_shape {
   std::vector<std::int64_t> widths;  // d_0 … d_L, L ≥ 1
   activation act = activation::identity;
   [[nodiscard]] std::size_t layers() const { return widths.size() - 1; }
-  [[nodiscard]] std::size_t width(std::size_t l) const { return static_cast<std::size_t>(widths[l]); }
+  [[nodiscard]] std::size_t width(std::size_t l) const {
+    return static_cast<std::size_t>(widths[l]);
+  }
   // Elements of W_l (l = 1 … L).
   [[nodiscard]] std::size_t weight_size(std::size_t l) const { return width(l) * width(l - 1); }
 };
@@ -44,9 +46,9 @@ struct stack_chains {
 // computation with chains `par`, on `rows` rows of X and dY (all of them for the dW to mean dW).
 template <class T>
 struct stack_expectation {
-  std::vector<T> y, dx;                        // rows×d_L, rows×d_0
-  std::vector<std::vector<T>> dw;              // per layer, laid out like W_l
-  std::vector<double> y_bound, dx_bound;       // per element
+  std::vector<T> y, dx;                   // rows×d_L, rows×d_0
+  std::vector<std::vector<T>> dw;         // per layer, laid out like W_l
+  std::vector<double> y_bound, dx_bound;  // per element
   std::vector<std::vector<double>> dw_bound;
 };
 
@@ -59,8 +61,8 @@ template <class T>
 // The forward pass alone, for strategies and tests: Y (rows×d_L) and, if `hidden` is not null,
 // the pre-activations H_1 … H_{L−1}.
 template <class T>
-void stack_forward(const stack_shape& s, std::size_t rows, const T* x,
-                   std::span<const T* const> ws, T* y, std::vector<std::vector<T>>* hidden);
+void stack_forward(const stack_shape& s, std::size_t rows, const T* x, std::span<const T* const> ws,
+                   T* y, std::vector<std::vector<T>>* hidden);
 
 // f and f' applied in place: a = f(h); g = g ⊙ f'(h).
 template <class T>

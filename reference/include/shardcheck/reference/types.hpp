@@ -45,9 +45,16 @@ enum class activation { identity, relu };
 
 [[nodiscard]] constexpr std::size_t size_of(dtype t) { return t == dtype::f32 ? 4 : 8; }
 
-template <class T> constexpr dtype dtype_of();
-template <> constexpr dtype dtype_of<float>() { return dtype::f32; }
-template <> constexpr dtype dtype_of<double>() { return dtype::f64; }
+template <class T>
+constexpr dtype dtype_of();
+template <>
+constexpr dtype dtype_of<float>() {
+  return dtype::f32;
+}
+template <>
+constexpr dtype dtype_of<double>() {
+  return dtype::f64;
+}
 
 // One linear layer: X is M×K, W is N×K (out_in) or K×N (in_out), Y is M×N.
 // Backward, given dY (M×N): dX = dY·W (M×K) for out_in, dY·Wᵀ for in_out; dW = dYᵀ·X (N×K) for
