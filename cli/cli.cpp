@@ -27,15 +27,19 @@ struct catalogue {
   par::registry builtin = par::builtin_strategies();
   par::registry extra;
   prop::mutant_set mutants{builtin};
+  // The extra kernels' cells (verify --strategy mutant.<operator>@<kernel>); selftest's matrix is
+  // the built-in one.
+  prop::mutant_set extra_mutants;
   std::map<std::string, prop::subject, std::less<>> plain;
 
-  explicit catalogue(par::registry more) : extra(std::move(more)) {
+  explicit catalogue(par::registry more) : extra(std::move(more)), extra_mutants(extra) {
     for (const par::registry* r : {&builtin, &extra})
       for (const auto& k : r->all()) plain.emplace(k->name(), prop::subject{k.get(), {}});
   }
   [[nodiscard]] const prop::subject* find(std::string_view name) const {
     if (const auto it = plain.find(name); it != plain.end()) return &it->second;
-    return mutants.find(name);
+    if (const prop::subject* m = mutants.find(name)) return m;
+    return extra_mutants.find(name);
   }
   [[nodiscard]] std::vector<const par::kernel*> normal() const {
     std::vector<const par::kernel*> out;

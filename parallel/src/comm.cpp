@@ -49,8 +49,25 @@ comm_handle::comm_handle(MPI_Comm c) : c_(c) {
     check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
 }
 
-comm_handle comm_handle::world() { return comm_handle(MPI_COMM_WORLD); }
-comm_handle comm_handle::self() { return comm_handle(MPI_COMM_SELF); }
+namespace {
+void require_mpi(const char* what) {
+  int started = 0, finished = 0;
+  MPI_Initialized(&started);
+  MPI_Finalized(&finished);
+  if (started == 0 || finished != 0)
+    throw mpi_error(std::string(what) +
+                    ": MPI is not running (construct a shardcheck::par::environment first)");
+}
+}  // namespace
+
+comm_handle comm_handle::world() {
+  require_mpi("comm_handle::world");
+  return comm_handle(MPI_COMM_WORLD);
+}
+comm_handle comm_handle::self() {
+  require_mpi("comm_handle::self");
+  return comm_handle(MPI_COMM_SELF);
+}
 
 int comm_handle::rank() const {
   int r = 0;

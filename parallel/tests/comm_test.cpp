@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+
 #include <mpi.h>
+#include "mpi_environment.hpp"
 
 #include <memory>
 #include <utility>
@@ -20,6 +22,7 @@ namespace {
 }  // namespace
 
 TEST(comm_handle, move_leaves_the_source_empty) {
+  test::need_mpi();
   comm_handle a(duplicate_world());
   const MPI_Comm raw = a.native_handle();
   ASSERT_TRUE(a.valid());
@@ -39,6 +42,7 @@ TEST(comm_handle, move_leaves_the_source_empty) {
 }
 
 TEST(comm_handle, never_frees_world_or_self) {
+  test::need_mpi();
   {
     const comm_handle world = comm_handle::world();
     const comm_handle self = comm_handle::self();
@@ -109,6 +113,7 @@ void every_call(comm& c) {
 }  // namespace
 
 TEST(collectives, a_decorator_sees_every_call_above_or_below_the_checker) {
+  test::need_mpi();
   const std::vector<collective> want = {
       collective::all_gather, collective::all_reduce, collective::reduce_scatter,
       collective::broadcast,  collective::all_to_all, collective::barrier,
@@ -181,6 +186,7 @@ TEST(entry_of, matches_the_entry_formulas) {
 }
 
 TEST(comm, reports_a_wrong_sized_message_without_failing) {
+  test::need_mpi();
   comm self(comm_handle::self());
   const double out[3] = {1, 2, 3};
   double in[2] = {0, 0};

@@ -1,11 +1,21 @@
-// MPI for the tests that communicate: a singleton (no mpirun needed), or the ranks of mpirun.
-#include <gtest/gtest.h>
+#include "mpi_environment.hpp"
+
 #include <mpi.h>
 
-namespace {
-struct mpi_environment : ::testing::Environment {
-  void SetUp() override { MPI_Init(nullptr, nullptr); }
-  void TearDown() override { MPI_Finalize(); }
-};
-[[maybe_unused]] auto* const mpi = ::testing::AddGlobalTestEnvironment(new mpi_environment);
-}  // namespace
+#include <cstdlib>
+
+namespace shardcheck::test {
+
+void need_mpi() {
+  int started = 0;
+  MPI_Initialized(&started);
+  if (started != 0) return;
+  MPI_Init(nullptr, nullptr);
+  std::atexit([] {
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (finalised == 0) MPI_Finalize();
+  });
+}
+
+}  // namespace shardcheck::test

@@ -2,6 +2,8 @@
 // and the same kernel with its claims is judged (and caught when it breaks them).
 #include <gtest/gtest.h>
 
+#include "mpi_environment.hpp"
+
 #include <memory>
 
 #include "shardcheck/parallel/registry.hpp"
@@ -56,6 +58,7 @@ const par::kernel& data_parallel() {
 }
 
 TEST(harness, every_claim_judged_when_all_are_made) {
+  test::need_mpi();
   const verdict v = run(without_claims(data_parallel(), true, true, true),
                         "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
   EXPECT_EQ(v.failed, 0u) << v.message;
@@ -63,6 +66,7 @@ TEST(harness, every_claim_judged_when_all_are_made) {
 }
 
 TEST(harness, absent_claims_are_not_claimed_never_passed) {
+  test::need_mpi();
   const verdict v = run(without_claims(data_parallel(), false, false, false),
                         "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
   EXPECT_EQ(v.failed, 0u) << v.message;
@@ -71,6 +75,7 @@ TEST(harness, absent_claims_are_not_claimed_never_passed) {
 }
 
 TEST(harness, without_chains_exact_mode_is_still_judged_bitwise) {
+  test::need_mpi();
   const verdict v = run(without_claims(data_parallel(), true, true, false),
                         "strategy=data_parallel p=1 M=5 N=3 K=4 mode=exact seed=7");
   EXPECT_EQ(v.not_claimed, 0u);
@@ -105,6 +110,7 @@ class claims_too_little final : public par::kernel {
 };
 
 TEST(harness, a_peak_above_its_claim_fails_memory) {
+  test::need_mpi();
   const verdict v = run(claims_too_little(data_parallel()),
                         "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
   EXPECT_EQ(v.failed, bit(property::memory)) << v.message;

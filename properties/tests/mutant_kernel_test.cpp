@@ -3,6 +3,8 @@
 // peak only where that is the defect.
 #include <gtest/gtest.h>
 
+#include "mpi_environment.hpp"
+
 #include <memory>
 #include <vector>
 
@@ -71,6 +73,7 @@ par::run_case f64_case() {
 }
 
 TEST(mutant_kernel, float_inputs_rounds_every_input_of_a_f64_case) {
+  test::need_mpi();
   one_rank r;
   recording_kernel inner;
   auto log = std::make_shared<mutants::fire_log>();
@@ -94,6 +97,7 @@ TEST(mutant_kernel, float_inputs_rounds_every_input_of_a_f64_case) {
 }
 
 TEST(mutant_kernel, float_inputs_hides_its_copies_from_the_meter) {
+  test::need_mpi();
   one_rank r;
   recording_kernel inner;
   inner.record = false;
@@ -107,6 +111,7 @@ TEST(mutant_kernel, float_inputs_hides_its_copies_from_the_meter) {
 }
 
 TEST(mutant_kernel, copies_w_shows_the_weights_in_the_peak) {
+  test::need_mpi();
   if (!mem::global_new_tracked()) GTEST_SKIP() << "operator new is not tracked in this binary";
   one_rank r;
   recording_kernel inner;
@@ -123,6 +128,7 @@ TEST(mutant_kernel, copies_w_shows_the_weights_in_the_peak) {
 }
 
 TEST(mutant_kernel, last_w_rows_reversed_reverses_only_the_last_weight) {
+  test::need_mpi();
   one_rank r;
   recording_kernel inner;
   auto log = std::make_shared<mutants::fire_log>();
@@ -144,6 +150,7 @@ TEST(mutant_kernel, last_w_rows_reversed_reverses_only_the_last_weight) {
 }
 
 TEST(mutant_kernel, decorators_keep_the_inner_claims) {
+  test::need_mpi();
   recording_kernel inner;
   const mutants::copies_w k(inner, "mutant.copies_w@recording",
                             std::make_shared<mutants::fire_log>());

@@ -5,12 +5,13 @@
 //     mine.add(std::make_unique<my_kernel>());
 //     return shardcheck::cli_main(argc, argv, std::move(mine));
 //   }
-// `extra` strategies are listed, verified, explained and benchmarked like the built-in ones.
+// `extra` kernels are listed, verified, explained and benchmarked like the built-in ones, and the
+// mutants run against them too: `verify --strategy mutant.<operator>@<kernel>`.
 #include "shardcheck/parallel/registry.hpp"
 
 namespace shardcheck {
 
-// Exit codes: 0 all pass, 1 a property failed, 2 bad usage.
+// Exit codes: 0 all pass, 1 a property failed, 2 bad usage, 3 the watchdog ended a hung case.
 int cli_main(int argc, char** argv, par::registry extra = {});
 
 }  // namespace shardcheck

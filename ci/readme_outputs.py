@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Regenerates the output under every `$ shardcheck …` or `$ mpirun …` line of README.md's code
+blocks by running the command (shardcheck is build/cli/shardcheck), so that every output the
+README shows comes from the program. `--check` only reports the blocks that differ (exit 1)."""
+import os
+import re
+import subprocess
+import sys
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+readme = os.path.join(root, "README.md")
+env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1",
+           OPENBLAS_NUM_THREADS="1")
+
+
+def run(command):
+    shell = re.sub(r"(^|\| |mpirun [^|]*?)shardcheck ", lambda m: m.group(1) + "build/cli/shardcheck ",
+                   command, count=1)
+    out = subprocess.run(shell, shell=True, cwd=root, env=env, capture_output=True, text=True)
+    return out.stdout.rstrip("\n").split("\n")
+
+
+lines = open(readme).read().split("\n")
+result, i, changed = [], 0, 0
+while i < len(lines):
+    line = lines[i]
+    result.append(line)
+    i += 1
+    if not line.startswith("$ shardcheck ") and not line.startswith("$ mpirun "):
+        continue
+    old = []
+    while i < len(lines) and not lines[i].startswith("```") and not lines[i].startswith("$ "):
+        old.append(lines[i])
+        i += 1
+    new = run(line[2:])
+    if new != old:
+        changed += 1
+        print("differs: " + line, file=sys.stderr)
+    result.extend(new)
+if "--check" in sys.argv:
+    sys.exit(1 if changed else 0)
+open(readme, "w").write("\n".join(result))
+print(f"{changed} block(s) rewritten", file=sys.stderr)
