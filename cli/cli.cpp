@@ -284,7 +284,7 @@ void print_failure(const prop::strategy_report& r, const std::string& program, u
 }
 
 void print_table_header(int width) {
-  std::printf("%-*s cases  result     time  worst err/u·mag  measured peak / bound\n", width + 2,
+  std::printf("%-*s cases  result     time  worst err/u·mag  measured peak / bound\n", width + 1,
               "strategy");
 }
 
