@@ -145,7 +145,7 @@ void validate(const call& c, int rank, int size) {
   }
 }
 
-ledger_entry entry_of(const call& c, int rank, int size, traffic t) {
+ledger_entry mpi_entry_of(const call& c, int rank, int size) {
   const std::size_t b = c.elem_bytes();
   ledger_entry e;
   switch (c.kind) {
@@ -164,6 +164,11 @@ ledger_entry entry_of(const call& c, int rank, int size, traffic t) {
     case collective::send: e = send_entry(c.count, c.root, b); break;
     case collective::recv: e = recv_entry(c.count, c.root, b); break;
   }
+  return e;
+}
+
+ledger_entry entry_of(const call& c, int rank, int size, traffic t) {
+  ledger_entry e = mpi_entry_of(c, rank, size);
   e.bytes_sent = t.sent;
   e.bytes_received = t.received;
   return e;
@@ -193,6 +198,7 @@ comm::comm(comm_handle h, const stack_options& o, int axis) : handle_(std::move(
 }
 
 comm comm::split(int color, int key) const {
+  const pmpi::internal own;
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(native_handle(), color < 0 ? MPI_UNDEFINED : color, key, &out),
             "MPI_Comm_split");

@@ -51,22 +51,7 @@ namespace {
 // The bytes of the `mpi` formulas of ledger.hpp: Open MPI's algorithm is unknown, so its traffic
 // is the logical payload.
 traffic payload(const call& c, int rank, int size) {
-  const std::size_t b = c.elem_bytes();
-  ledger_entry e;
-  switch (c.kind) {
-    case collective::all_gather: e = all_gather_entry(backend::mpi, c.counts, rank, b); break;
-    case collective::all_reduce: e = all_reduce_entry(backend::mpi, c.count, rank, size, b); break;
-    case collective::reduce_scatter:
-      e = reduce_scatter_entry(backend::mpi, c.counts, rank, b);
-      break;
-    case collective::broadcast:
-      e = broadcast_entry(backend::mpi, c.count, c.root, rank, size, b);
-      break;
-    case collective::all_to_all:
-      e = all_to_all_entry(backend::mpi, c.counts, c.recv_counts, rank, b);
-      break;
-    default: break;
-  }
+  const ledger_entry e = mpi_entry_of(c, rank, size);
   return {e.bytes_sent, e.bytes_received};
 }
 

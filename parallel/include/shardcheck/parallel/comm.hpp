@@ -31,6 +31,7 @@
 
 #include "shardcheck/parallel/ledger.hpp"
 #include "shardcheck/parallel/partition.hpp"
+#include "shardcheck/parallel/pmpi.hpp"
 #include "shardcheck/parallel/tags.hpp"
 #include "shardcheck/reference/types.hpp"
 
@@ -167,12 +168,23 @@ class collectives {
 void validate(const call& c, int rank, int size);
 // The ledger entry of call c on rank `rank` of `size`, with the bytes of t.
 [[nodiscard]] ledger_entry entry_of(const call& c, int rank, int size, traffic t);
+// The same with the bytes of the `mpi` formulas (the logical payload), which is what Open MPI's
+// built-ins report: their algorithm is unknown.
+[[nodiscard]] ledger_entry mpi_entry_of(const call& c, int rank, int size);
 
 // Open MPI's built-ins on h (not owned).
 [[nodiscard]] std::unique_ptr<collectives> make_mpi_collectives(const comm_handle& h);
 // shardcheck's schedules on h (not owned).
 [[nodiscard]] std::unique_ptr<collectives> make_native_collectives(const comm_handle& h);
 [[nodiscard]] std::unique_ptr<collectives> make_collectives(backend b, const comm_handle& h);
+
+// Compares one collective's fingerprint (sequence number, kind, element size, count, root; a
+// barrier has no element size, only a broadcast a root) across the ranks of comm with one
+// MPI_Allreduce, MAX of (h, −h): equal everywhere iff max h = −max(−h). Throws mpi_error
+// ("collective mismatch: …") on every rank when they disagree. The checking layer and the raw-MPI
+// wrappers (pmpi.hpp) both call it. \note collective over comm.
+void compare_fingerprint(MPI_Comm comm, std::uint64_t sequence, collective kind,
+                         std::size_t elem_bytes, std::int64_t count, int root);
 
 // The checking layer: before each collective compares a fingerprint (sequence number, kind,
 // element size, count, root) across the ranks, so that mismatched collectives fail on every rank
@@ -222,7 +234,9 @@ struct stack_options {
   layer_wrapper wrap;  // empty: no extra layers
 };
 
-// What a kernel calls. Typed spans become calls, which go down the comm's stack.
+// What a kernel calls. Typed spans become calls, which go down the comm's stack. Each method that
+// enters the stack holds a pmpi::internal guard: shardcheck's own MPI calls are never recorded as
+// the kernel's raw ones.
 class comm {
  public:
   comm() = default;
@@ -247,6 +261,7 @@ class comm {
   // \note collective over this comm. In place: rank r's part is buffer[displ_r, displ_r+counts[r]).
   template <class T>
   void all_gather(std::span<T> buffer, std::span<const std::int64_t> counts) {
+    const pmpi::internal own;
     stack_->run(gather_call(buffer, counts));
   }
   // \note collective over this comm. counts[r] = parts.size(r)·scale, without allocating.
@@ -257,6 +272,7 @@ class comm {
   // \note collective over this comm. In place, sum.
   template <class T>
   void all_reduce_sum(std::span<T> buffer) {
+    const pmpi::internal own;
     stack_->run(reduce_call(buffer));
   }
   // \note collective over this comm. in: Σcounts elements; out: counts[rank] elements, the sum of
@@ -264,6 +280,7 @@ class comm {
   template <class T>
   void reduce_scatter_sum(std::span<const T> in, std::span<T> out,
                           std::span<const std::int64_t> counts) {
+    const pmpi::internal own;
     stack_->run(scatter_call(in, out, counts));
   }
   template <class T>
@@ -276,6 +293,7 @@ class comm {
   void broadcast(std::span<T> buffer, int root) {
     call c = make_call<T>(collective::broadcast, nullptr, buffer.data(), buffer.size());
     c.root = root;
+    const pmpi::internal own;
     stack_->run(c);
   }
   // \note collective over this comm. Parts are contiguous in rank order in both buffers.
@@ -286,10 +304,14 @@ class comm {
     c.counts = send_counts;
     c.recv_counts = recv_counts;
     c.in_count = static_cast<std::int64_t>(in.size());
+    const pmpi::internal own;
     stack_->run(c);
   }
   // \note collective over this comm.
-  void barrier() { stack_->run(call{}); }
+  void barrier() {
+    const pmpi::internal own;
+    stack_->run(call{});
+  }
 
   // Non-blocking forms: start_* begins the collective and returns; at most one is pending per
   // comm. It is fingerprinted and recorded when started; its bytes are filled in when it
@@ -297,19 +319,28 @@ class comm {
   // test_pending() moves it on and says if it is done: call it between chunks of work.
   template <class T>
   void start_all_gather(std::span<T> buffer, std::span<const std::int64_t> counts) {
+    const pmpi::internal own;
     stack_->start(gather_call(buffer, counts));
   }
   template <class T>
   void start_reduce_scatter_sum(std::span<const T> in, std::span<T> out,
                                 std::span<const std::int64_t> counts) {
+    const pmpi::internal own;
     stack_->start(scatter_call(in, out, counts));
   }
   template <class T>
   void start_all_reduce_sum(std::span<T> buffer) {
+    const pmpi::internal own;
     stack_->start(reduce_call(buffer));
   }
-  bool test_pending() { return stack_->test(); }
-  void wait_pending() { (void)stack_->wait(); }
+  bool test_pending() {
+    const pmpi::internal own;
+    return stack_->test();
+  }
+  void wait_pending() {
+    const pmpi::internal own;
+    (void)stack_->wait();
+  }
 
   // Point-to-point (a pipeline's activations and gradients), ledgered as send / recv entries with
   // the peer; 0 ≤ tag < max_p2p_tag. A send is non-blocking: its buffer must stay alive and
@@ -318,12 +349,17 @@ class comm {
   static constexpr int max_p2p_tag = tags::p2p_limit;
   template <class T>
   [[nodiscard]] MPI_Request start_send(std::span<const T> data, int peer, int tag) {
+    const pmpi::internal own;
     return stack_->send(message{dtype_of<T>(), const_cast<T*>(data.data()),
                                 static_cast<std::int64_t>(data.size()), peer, tag});
   }
-  void wait_send(MPI_Request& request) { stack_->wait_send(request); }
+  void wait_send(MPI_Request& request) {
+    const pmpi::internal own;
+    stack_->wait_send(request);
+  }
   template <class T>
   std::int64_t recv(std::span<T> data, int peer, int tag) {
+    const pmpi::internal own;
     return stack_->recv(
         message{dtype_of<T>(), data.data(), static_cast<std::int64_t>(data.size()), peer, tag});
   }
