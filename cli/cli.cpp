@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/properties/driver.hpp"
 #include "shardcheck/properties/mutants.hpp"
 #include "shardcheck/properties/selftest.hpp"
@@ -262,14 +263,30 @@ std::string human_bytes(std::int64_t b) {
 
 // The table's first column fits the longest name (a mutant's is long).
 void print_report_row(const prop::strategy_report& r, int width) {
-  const bool memory = (r.not_claimed & static_cast<unsigned>(prop::property::memory)) == 0;
+  const auto memory = static_cast<unsigned>(prop::property::memory);
+  const std::string peak = (r.not_claimed & memory) != 0 ? "not claimed"
+                           : (r.not_measured & memory) != 0
+                               ? "not measured"
+                               : human_bytes(r.peak_bytes) + " / " + human_bytes(r.bound_bytes);
   std::printf("%-*s %6d  %-4s %8.2f s  %12.2f  %s\n", width, r.name.c_str(), r.cases,
-              r.passed ? "pass" : "FAIL", r.seconds, r.worst_error,
-              memory ? (human_bytes(r.peak_bytes) + " / " + human_bytes(r.bound_bytes)).c_str()
-                     : "not claimed");
+              r.passed ? "pass" : "FAIL", r.seconds, r.worst_error, peak.c_str());
   if (r.not_claimed != 0)
     std::printf("  not claimed (never judged): %s\n",
                 prop::properties_to_string(r.not_claimed).c_str());
+  if (r.not_measured != 0)
+    std::printf("  not measured (never judged): %s\n",
+                prop::properties_to_string(r.not_measured).c_str());
+}
+
+// Said once per run: without shardcheck::new_hook plain new goes uncounted, so `memory` can only
+// fail (a peak of matrix buffers alone above the bound), never pass.
+void warn_if_unmeasured(unsigned mask) {
+  if ((mask & static_cast<unsigned>(prop::property::memory)) == 0 || mem::global_new_tracked())
+    return;
+  std::printf(
+      "shardcheck verify: this program does not link shardcheck::new_hook (link "
+      "shardcheck::shardcheck), so allocations through plain new are not counted: memory is "
+      "reported not measured\n");
 }
 
 void print_failure(const prop::strategy_report& r, const std::string& program, unsigned mask) {
@@ -366,16 +383,21 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
 
 // Leader: one case, its verdict printed. Returns the exit status.
 int replay_one(prop::driver& d, const par::run_case& c, unsigned mask, const std::string& program) {
+  warn_if_unmeasured(mask);
   const prop::case_verdict v = d.run(c, mask);
   d.stop();
   std::printf("case: %s\n", c.to_string().c_str());
   if (v.failed == 0) {
     std::printf("PASS (%s; worst error %.2f·u·mag, peak %s / bound %s)\n",
-                prop::properties_to_string(mask & ~v.not_claimed).c_str(), v.worst_error,
-                human_bytes(v.peak_bytes).c_str(), human_bytes(v.bound_bytes).c_str());
+                prop::properties_to_string(mask & ~v.not_claimed & ~v.not_measured).c_str(),
+                v.worst_error, human_bytes(v.peak_bytes).c_str(),
+                human_bytes(v.bound_bytes).c_str());
     if (v.not_claimed != 0)
       std::printf("not claimed (never judged): %s\n",
                   prop::properties_to_string(v.not_claimed).c_str());
+    if (v.not_measured != 0)
+      std::printf("not measured (never judged): %s\n",
+                  prop::properties_to_string(v.not_measured).c_str());
     return 0;
   }
   prop::strategy_report r;
@@ -393,6 +415,7 @@ int run_suite(prop::driver& d, const catalogue& cat,
   std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
               d.ranks(), so.cases, static_cast<unsigned long long>(so.seed),
               prop::properties_to_string(so.mask).c_str());
+  warn_if_unmeasured(so.mask);
   int status = 0;
   std::vector<prop::strategy_report> reports;
   for (const auto& [n, s] : chosen) {

@@ -140,6 +140,9 @@ case_verdict driver::execute(const std::string& message) {
   unsigned not_claimed = mine.not_claimed;
   par::check_mpi(MPI_Allreduce(&mine.not_claimed, &not_claimed, 1, MPI_UNSIGNED, MPI_BOR, w),
                  "verdict");
+  unsigned not_measured = mine.not_measured;
+  par::check_mpi(MPI_Allreduce(&mine.not_measured, &not_measured, 1, MPI_UNSIGNED, MPI_BOR, w),
+                 "verdict");
   int first = mine.failed != 0 ? world_.rank() : world_.size();
   int lowest = first;
   par::check_mpi(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, w), "verdict");
@@ -149,6 +152,7 @@ case_verdict driver::execute(const std::string& message) {
   par::check_mpi(MPI_Allreduce(bytes, bytes_all, 2, MPI_LONG_LONG, MPI_MAX, w), "verdict");
   out.failed = failed;
   out.not_claimed = not_claimed & ~failed;
+  out.not_measured = not_measured & ~failed & ~out.not_claimed;
   out.worst_error = worst_all[0];
   out.worst_memory = worst_all[1];
   out.peak_bytes = bytes_all[0];
@@ -226,6 +230,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
     }
     report.worst_error = std::max(report.worst_error, v.worst_error);
     report.not_claimed |= v.not_claimed;
+    report.not_measured |= v.not_measured;
     if (v.failed != 0) {
       failing = true;
       report.failure = v;

@@ -34,6 +34,7 @@ struct case_verdict {
   std::string message;       // from the lowest failing rank
   double worst_error = 0, worst_memory = 0;
   std::int64_t peak_bytes = 0, bound_bytes = 0;
+  unsigned not_measured = 0;  // properties some rank could not measure (memory without the hook)
 };
 
 struct strategy_report {
@@ -42,6 +43,8 @@ struct strategy_report {
   bool passed = true;
   // Properties not claimed on every case run (so never judged): reported `not claimed`.
   unsigned not_claimed = 0;
+  // Properties not measured on some case (memory in a program without shardcheck::new_hook).
+  unsigned not_measured = 0;
   double seconds = 0;
   case_verdict failure;  // of the smallest failing case
   std::string replay;    // its replay line (the case only)

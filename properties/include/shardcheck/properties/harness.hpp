@@ -52,6 +52,9 @@ struct verdict {
   double worst_error = 0;    // max |got − expected| / (u·mag) over this rank's finite outputs
   double worst_memory = 0;   // max measured / bound over phases
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the phase with the worst ratio
+  // Properties the program cannot measure (never counted as a pass): `memory` when it does not
+  // link shardcheck::new_hook, so plain new — a std::vector copy of W — goes uncounted.
+  unsigned not_measured = 0;
 };
 
 // The inputs a rank holds in case c at mesh coordinates `coords`: its blocks of X, W_1 … W_L and
