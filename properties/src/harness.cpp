@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "shardcheck/parallel/memory.hpp"
+#include "shardcheck/parallel/pmpi.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/check.hpp"
 #include "shardcheck/reference/data.hpp"
@@ -292,8 +293,18 @@ struct run_result {
   }
 };
 
+// The mesh's communicators as a recording window tracks them: the whole mesh as axis −1, each
+// axis as itself.
+std::vector<par::pmpi::tracked_comm> raw_comms(par::mesh& grid) {
+  std::vector<par::pmpi::tracked_comm> out{{grid.all().native_handle(), -1}};
+  for (int a = 0; a < static_cast<int>(grid.dims().size()); ++a)
+    out.push_back({grid.axis(a).native_handle(), a});
+  return out;
+}
+
 // Runs forward and backward once, measuring each phase's peak. The ledger is sized for what the
-// kernel claims before the measured scopes open, so recording allocates nothing in them.
+// kernel claims before the measured scopes open, so recording allocates nothing in them. The
+// kernel's raw MPI calls on the mesh's communicators are recorded into the same ledger (pmpi.hpp).
 run_result run_once(const par::kernel& k, const par::run_case& c, par::mesh& grid,
                     const rank_inputs& in, const par::claims& cl) {
   run_result r;
@@ -301,6 +312,7 @@ run_result run_once(const par::kernel& k, const par::run_case& c, par::mesh& gri
   par::ledger log;
   if (cl.collectives) log.reserve(cl.collectives->forward.size() + cl.collectives->backward.size());
   grid.attach(&log, true);
+  const par::pmpi::recording raw(log, true, raw_comms(grid));
   par::context ctx{grid};
   log.set_phase(par::phase::forward);
   {
@@ -417,7 +429,12 @@ void check_ledger(case_run& run, const par::claims& cl, const run_result& got) {
   if (!run.on(property::ledger)) return;
   if (!cl.collectives) return run.not_claimed(property::ledger);
   const std::string bad = compare_ledger(got.log, *cl.collectives, run.rank);
-  if (!bad.empty()) run.fail(property::ledger, bad);
+  if (bad.empty()) return;
+  run.fail(property::ledger, par::pmpi::linked() ? bad
+                                                 : bad +
+                                                       " (this program does not link "
+                                                       "shardcheck::pmpi: raw MPI calls are "
+                                                       "not recorded)");
 }
 
 // memory: each phase's measured peak within the claimed bound; a memory-monotone parameter (e.g. a

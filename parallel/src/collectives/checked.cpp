@@ -28,28 +28,32 @@ void checked_collectives::attach(ledger* l, int axis, bool fingerprint) {
   sequence_ = 0;
 }
 
-void checked_collectives::fingerprint(const call& c) {
-  const std::uint64_t seq = sequence_++;
-  if (!fingerprint_) return;
-  const collective kind = c.kind;
-  const std::size_t elem_bytes = kind == collective::barrier ? 0 : c.elem_bytes();
-  const std::int64_t count = fingerprint_count(c);
-  const int root = kind == collective::broadcast ? c.root : -1;
+void compare_fingerprint(MPI_Comm comm, std::uint64_t sequence, collective kind,
+                         std::size_t elem_bytes, std::int64_t count, int root) {
+  if (kind == collective::barrier) elem_bytes = 0;
+  if (kind != collective::broadcast) root = -1;
   std::uint64_t h = 1469598103934665603ull;
-  for (std::uint64_t v : {seq, static_cast<std::uint64_t>(kind), std::uint64_t{elem_bytes},
+  for (std::uint64_t v : {sequence, static_cast<std::uint64_t>(kind), std::uint64_t{elem_bytes},
                           static_cast<std::uint64_t>(count), static_cast<std::uint64_t>(root)}) {
     h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     h *= 1099511628211ull;
   }
   const auto mine = static_cast<long long>(h >> 1);
   long long both[2] = {mine, -mine};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, native_handle()),
-            "fingerprint");
-  if (both[0] != -both[1])
-    throw mpi_error("collective mismatch: the ranks of a communicator of size " +
-                    std::to_string(size()) + " disagree at collective #" + std::to_string(seq) +
-                    " (this rank: " + std::string(to_string(kind)) + ", count " +
-                    std::to_string(count) + ", root " + std::to_string(root) + ")");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, comm), "fingerprint");
+  if (both[0] == -both[1]) return;
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  throw mpi_error("collective mismatch: the ranks of a communicator of size " +
+                  std::to_string(size) + " disagree at collective #" + std::to_string(sequence) +
+                  " (this rank: " + std::string(to_string(kind)) + ", count " +
+                  std::to_string(count) + ", root " + std::to_string(root) + ")");
+}
+
+void checked_collectives::fingerprint(const call& c) {
+  const std::uint64_t seq = sequence_++;
+  if (!fingerprint_) return;
+  compare_fingerprint(native_handle(), seq, c.kind, c.elem_bytes(), fingerprint_count(c), c.root);
 }
 
 void checked_collectives::record(const ledger_entry& e) {
