@@ -1,18 +1,23 @@
 #include "shardcheck/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/properties/driver.hpp"
 #include "shardcheck/properties/mutants.hpp"
 #include "shardcheck/properties/selftest.hpp"
+#include "src/corpus.hpp"
+#include "src/results.hpp"
 
 namespace shardcheck {
 
@@ -289,15 +294,34 @@ void warn_if_unmeasured(unsigned mask) {
       "reported not measured\n");
 }
 
-void print_failure(const prop::strategy_report& r, const std::string& program, unsigned mask) {
-  std::printf("FAIL %s: %s\n", r.name.c_str(), r.failure.message.c_str());
+// A failing case as the result files keep it: `c` null when RapidCheck could not run at all.
+results::failure_record record_of(std::string source, int line, const prop::case_verdict& v,
+                                  const par::run_case* c, const std::string& program,
+                                  unsigned mask) {
+  results::failure_record f;
+  f.source = std::move(source);
+  f.line = line;
+  f.failed = v.failed;
+  f.message = v.message;
+  if (f.failed == 0) f.failed = static_cast<unsigned>(prop::property::runs);
+  if (c != nullptr) {
+    f.case_line = c->to_string();
+    f.replay = prop::replay_command(program, *c, mask);
+  }
+  return f;
+}
+
+// e.g. "FAIL data_parallel: forward: Y[i=0, j=0] … (corpus line 3)", the failing properties and
+// the replay command.
+void print_failure(const std::string& name, const results::failure_record& f) {
+  std::printf("FAIL %s: %s", name.c_str(), f.message.c_str());
+  if (f.line > 0) std::printf(" (%s line %d)", f.source.c_str(), f.line);
+  std::printf("\n");
   const unsigned runs = static_cast<unsigned>(prop::property::runs);
-  std::string failing = prop::properties_to_string(r.failure.failed);
-  if ((r.failure.failed & runs) != 0 && r.failure.failed != runs) failing = "runs," + failing;
+  std::string failing = prop::properties_to_string(f.failed);
+  if ((f.failed & runs) != 0 && f.failed != runs) failing = "runs," + failing;
   std::printf("  failing properties: %s\n", failing.c_str());
-  if (!r.replay.empty())
-    std::printf("  replay: %s\n",
-                prop::replay_command(program, par::run_case::parse(r.replay), mask).c_str());
+  if (!f.replay.empty()) std::printf("  replay: %s\n", f.replay.c_str());
 }
 
 void print_table_header(int width) {
@@ -316,6 +340,9 @@ struct verify_options {
   std::string backend;              // empty: drawn per case
   int p = 0;                        // 0: drawn per case
   std::vector<std::string> params;  // name=value, pinned
+  std::string replay_file;          // replay lines, one a line ("-": stdin)
+  std::string corpus;               // replayed first, then new shrunk failures appended
+  std::string junit, json;          // result files, rewritten as each strategy finishes
 };
 
 // (name, kernel) of each strategy to check; a name may be a mutant's. Default: every strategy;
@@ -381,11 +408,11 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
   }
 }
 
-// Leader: one case, its verdict printed. Returns the exit status.
-int replay_one(prop::driver& d, const par::run_case& c, unsigned mask, const std::string& program) {
-  warn_if_unmeasured(mask);
-  const prop::case_verdict v = d.run(c, mask);
-  d.stop();
+// Leader: one replayed case's verdict printed; returns its failure record, if it failed.
+std::optional<results::failure_record> print_case_verdict(const par::run_case& c,
+                                                          const prop::case_verdict& v, int line,
+                                                          unsigned mask,
+                                                          const std::string& program) {
   std::printf("case: %s\n", c.to_string().c_str());
   if (v.failed == 0) {
     std::printf("PASS (%s; worst error %.2f·u·mag, peak %s / bound %s)\n",
@@ -398,43 +425,234 @@ int replay_one(prop::driver& d, const par::run_case& c, unsigned mask, const std
     if (v.not_measured != 0)
       std::printf("not measured (never judged): %s\n",
                   prop::properties_to_string(v.not_measured).c_str());
-    return 0;
+    return std::nullopt;
   }
-  prop::strategy_report r;
-  r.name = c.strategy;
-  r.failure = v;
-  r.replay = c.to_string();
-  print_failure(r, program, mask);
-  return 1;
+  results::failure_record f = record_of("replay", line, v, &c, program, mask);
+  print_failure(c.strategy, f);
+  return f;
 }
 
-// Leader: RapidCheck over every chosen strategy, then the table. Returns the exit status.
-int run_suite(prop::driver& d, const catalogue& cat,
-              const std::vector<std::pair<std::string, const par::kernel*>>& chosen,
-              const prop::suite_options& so, const std::string& program) {
+using chosen_list = std::vector<std::pair<std::string, const par::kernel*>>;
+
+// One case to replay, for one strategy: from a corpus or replay file (its line) or --replay
+// (line 0).
+struct planned_case {
+  par::run_case c;
+  int line = 0;
+};
+
+struct replay_plan {
+  std::vector<planned_case> cases;   // in file order
+  std::vector<std::string> skipped;  // e.g. "corpus.txt:4: needs p=4 workers; 2 ranks launched"
+  std::set<std::string> known;       // every line as written and as completed, for --corpus
+};
+
+// A corpus line runs on every kernel under test it names (a mutant cell's line also on its
+// kernel: corpus::base_kernel); a replay-file line runs on the strategy it names. A line without
+// strategy= runs on every kernel under test that takes the case. Malformed lines, and cases a
+// named kernel rejects, are bad usage; a case needing more workers than launched is skipped.
+replay_plan plan_replays(const catalogue& cat, const std::vector<corpus::line>& lines,
+                         const std::string& where, const chosen_list& chosen, bool corpus_mode,
+                         int ranks) {
+  replay_plan plan;
+  for (const corpus::line& l : lines) {
+    const std::string at = where + ":" + std::to_string(l.number);
+    plan.known.insert(l.text);
+    const bool named = corpus::names_strategy(l.text);
+    par::run_case parsed;
+    try {
+      parsed = par::run_case::parse(named ? l.text : "strategy=? " + l.text);
+    } catch (const error& e) {
+      throw usage_error(at + ": " + e.what());
+    }
+    std::vector<std::string> targets;
+    if (named && !corpus_mode) targets.push_back(parsed.strategy);
+    for (const auto& [n, k] : chosen)
+      if (!named || (corpus_mode && corpus::base_kernel(parsed.strategy) == n) ||
+          (corpus_mode && parsed.strategy == n))
+        targets.push_back(n);
+    bool taken = false;
+    for (const std::string& t : targets) {
+      par::run_case c = parsed;
+      c.strategy = t;
+      try {
+        par::complete_and_validate(cat.need(t), c);
+      } catch (const error& e) {
+        if (named) throw usage_error(at + ": " + e.what());
+        continue;  // a case this kernel does not take
+      }
+      taken = true;
+      plan.known.insert(c.to_string());
+      if (c.p > ranks) {
+        plan.skipped.push_back(at + ": " + t + " needs p=" + std::to_string(c.p) + " workers; " +
+                               std::to_string(ranks) + " ranks launched");
+        continue;
+      }
+      plan.cases.push_back({std::move(c), l.number});
+    }
+    if (!taken)
+      plan.skipped.push_back(at + (named ? ": " + parsed.strategy + " is not under test"
+                                         : ": no kernel under test takes this case"));
+  }
+  return plan;
+}
+
+results::run_results new_run(const verify_options& o, unsigned mask, int ranks,
+                             const std::string& program) {
+  results::run_results r;
+  r.program = program;
+  r.ranks = ranks;
+  r.cases_per_strategy = o.replay.empty() && o.replay_file.empty() ? o.cases : 0;
+  r.seed = o.seed;
+  r.mask = mask;
+  r.corpus = o.corpus;
+  return r;
+}
+
+void write_results(const verify_options& o, const results::run_results& r) {
+  if (!o.junit.empty()) results::write_atomically(o.junit, results::junit_xml(r));
+  if (!o.json.empty()) results::write_atomically(o.json, results::json_text(r));
+}
+
+// Leader: the results files rewritten; false (the error printed) if they could not be.
+bool try_write_results(const verify_options& o, const results::run_results& r) {
+  try {
+    write_results(o, r);
+    return true;
+  } catch (const error& e) {
+    std::fprintf(stderr, "shardcheck: %s\n", e.what());
+    return false;
+  }
+}
+
+// Leader: every planned case, its verdict printed. Returns the exit status.
+int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& o, unsigned mask,
+                const std::string& program) {
+  using clock = std::chrono::steady_clock;
+  warn_if_unmeasured(mask);
+  results::run_results rr = new_run(o, mask, d.ranks(), program);
+  bool written = true;
+  int status = 0, failed = 0;
+  for (const planned_case& pc : plan.cases) {
+    const auto start = clock::now();
+    const prop::case_verdict v = d.run(pc.c, mask);
+    auto it =
+        std::find_if(rr.strategies.begin(), rr.strategies.end(),
+                     [&](const results::strategy_result& r) { return r.name == pc.c.strategy; });
+    if (it == rr.strategies.end()) {
+      rr.strategies.emplace_back().name = pc.c.strategy;
+      it = std::prev(rr.strategies.end());
+    }
+    it->add(v);
+    it->seconds += std::chrono::duration<double>(clock::now() - start).count();
+    if (auto f = print_case_verdict(pc.c, v, pc.line, mask, program)) {
+      it->failures.push_back(std::move(*f));
+      status = 1;
+      ++failed;
+    }
+    written = try_write_results(o, rr) && written;
+  }
+  d.stop();
+  rr.complete = true;
+  written = try_write_results(o, rr) && written;
+  for (const std::string& why : plan.skipped) std::printf("skipped %s\n", why.c_str());
+  if (!o.replay_file.empty())
+    std::printf("%zu passed, %d failed\n", plan.cases.size() - static_cast<std::size_t>(failed),
+                failed);
+  return written ? status : 2;
+}
+
+// Leader: for every chosen strategy the corpus cases that apply to it, then RapidCheck; then the
+// table. New shrunk failures are appended to the corpus. Returns the exit status.
+int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
+              const prop::suite_options& so, const std::string& program, const verify_options& o,
+              replay_plan corpus_plan) {
+  using clock = std::chrono::steady_clock;
   std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
               d.ranks(), so.cases, static_cast<unsigned long long>(so.seed),
               prop::properties_to_string(so.mask).c_str());
   warn_if_unmeasured(so.mask);
   int status = 0;
-  std::vector<prop::strategy_report> reports;
+  bool written = true;
+  results::run_results rr = new_run(o, so.mask, d.ranks(), program);
+  std::vector<std::string> appended;
+  int replayed = 0, replay_failed = 0;
   for (const auto& [n, s] : chosen) {
-    reports.push_back(d.check(n, *cat.find(n), so));
-    if (!reports.back().passed) status = 1;
+    results::strategy_result res;
+    res.name = n;
+    const auto start = clock::now();
+    for (const planned_case& pc : corpus_plan.cases) {
+      if (pc.c.strategy != n) continue;
+      const prop::case_verdict v = d.run(pc.c, so.mask);
+      res.add(v);
+      ++replayed;
+      if (v.failed != 0) {
+        res.failures.push_back(record_of("corpus", pc.line, v, &pc.c, program, so.mask));
+        ++replay_failed;
+      }
+    }
+    res.seconds = std::chrono::duration<double>(clock::now() - start).count();
+    const prop::strategy_report r = d.check(n, *cat.find(n), so);
+    res.cases = r.cases;
+    res.seconds += r.seconds;
+    res.worst_error = std::max(res.worst_error, r.worst_error);
+    if (r.worst_memory >= res.worst_memory) {
+      res.worst_memory = r.worst_memory;
+      res.peak_bytes = r.peak_bytes;
+      res.bound_bytes = r.bound_bytes;
+    }
+    res.not_claimed |= r.not_claimed;
+    res.not_measured |= r.not_measured;
+    if (!r.passed) {
+      std::optional<par::run_case> c;
+      if (!r.replay.empty()) c = par::run_case::parse(r.replay);
+      res.failures.push_back(
+          record_of("generated", 0, r.failure, c ? &*c : nullptr, program, so.mask));
+      if (!o.corpus.empty() && c && corpus_plan.known.insert(r.replay).second) {
+        try {
+          corpus::append(o.corpus, {r.replay});
+          appended.push_back(r.replay);
+        } catch (const error& e) {
+          std::fprintf(stderr, "shardcheck: %s\n", e.what());
+          written = false;
+        }
+      }
+    }
+    if (!res.passed()) status = 1;
+    rr.strategies.push_back(std::move(res));
+    written = try_write_results(o, rr) && written;
   }
   d.stop();
+  rr.complete = true;
+  written = try_write_results(o, rr) && written;
   int width = 28;
-  for (const auto& r : reports) width = std::max(width, static_cast<int>(r.name.size()));
+  for (const auto& r : rr.strategies) width = std::max(width, static_cast<int>(r.name.size()));
   print_table_header(width);
   int passed = 0;
-  for (const auto& r : reports) {
+  for (const auto& res : rr.strategies) {
+    prop::strategy_report r;
+    r.name = res.name;
+    r.cases = res.cases;
+    r.passed = res.passed();
+    r.not_claimed = res.not_claimed;
+    r.not_measured = res.not_measured;
+    r.seconds = res.seconds;
+    r.worst_error = res.worst_error;
+    r.peak_bytes = res.peak_bytes;
+    r.bound_bytes = res.bound_bytes;
     print_report_row(r, width);
     passed += r.passed ? 1 : 0;
   }
-  for (const auto& r : reports)
-    if (!r.passed) print_failure(r, program, so.mask);
-  std::printf("%d passed, %zu failed\n", passed, reports.size() - static_cast<std::size_t>(passed));
-  return status;
+  if (!o.corpus.empty()) {
+    std::printf("corpus %s: %d cases replayed, %d failed; %zu new failures appended\n",
+                o.corpus.c_str(), replayed, replay_failed, appended.size());
+    for (const std::string& why : corpus_plan.skipped) std::printf("  skipped %s\n", why.c_str());
+  }
+  for (const auto& r : rr.strategies)
+    for (const auto& f : r.failures) print_failure(r.name, f);
+  std::printf("%d passed, %zu failed\n", passed,
+              rr.strategies.size() - static_cast<std::size_t>(passed));
+  return written ? status : 2;
 }
 
 int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
@@ -460,13 +678,35 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     throw usage_error("the case needs p=" + std::to_string(replay_case.p) + " workers; only " +
                       std::to_string(world.size()) + " ranks were launched (mpirun -n " +
                       std::to_string(replay_case.p) + ")");
+  // The leader reads the replay lines (stdin reaches rank 0 only) and tries the result files;
+  // every rank learns whether that went well.
+  replay_plan plan;
+  std::string plan_error;
+  if (world.rank() == 0) {
+    try {
+      if (!o.replay.empty()) plan.cases.push_back({replay_case, 0});
+      if (!o.replay_file.empty())
+        plan = plan_replays(cat, corpus::read_lines(o.replay_file, false),
+                            o.replay_file == "-" ? "stdin" : o.replay_file, chosen, false,
+                            world.size());
+      if (!o.corpus.empty())
+        plan = plan_replays(cat, corpus::read_lines(o.corpus, true), o.corpus, chosen, true,
+                            world.size());
+      write_results(o, new_run(o, mask, world.size(), program));
+    } catch (const error& e) {
+      plan_error = e.what();
+    }
+  }
+  int bad = plan_error.empty() ? 0 : 1;
+  MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (bad != 0) throw usage_error(plan_error);
   prop::driver d(
       world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout, program);
   int status = 0;
   if (!d.leader()) {
     d.serve();
-  } else if (!o.replay.empty()) {
-    status = replay_one(d, replay_case, mask, program);
+  } else if (!o.replay.empty() || !o.replay_file.empty()) {
+    status = run_replays(d, plan, o, mask, program);
   } else {
     prop::suite_options so;
     so.cases = o.cases;
@@ -476,7 +716,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     so.pins.backend = forced;
     if (o.p > 0) so.pins.p = o.p;
     so.pins.params = pinned;
-    status = run_suite(d, cat, chosen, so, program);
+    status = run_suite(d, cat, chosen, so, program, o, std::move(plan));
   }
   std::fflush(stdout);
   MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -521,7 +761,22 @@ int cli_main(int argc, char** argv, par::registry extra) {
   verify->add_option("--strategy", vo.strategies, "Strategy to verify (repeatable; default: all)");
   verify->add_option("--cases", vo.cases, "Cases per strategy")->capture_default_str();
   verify->add_option("--seed", vo.seed, "RapidCheck seed")->capture_default_str();
-  verify->add_option("--replay", vo.replay, "Run exactly one case, given by its replay line");
+  auto* replay_opt =
+      verify->add_option("--replay", vo.replay, "Run exactly one case, given by its replay line");
+  auto* replay_file_opt = verify->add_option(
+      "--replay-file", vo.replay_file,
+      "Run the cases of a file of replay lines, one a line ('-': stdin); a line without "
+      "strategy= runs on every kernel under test that takes it");
+  auto* corpus_opt = verify->add_option(
+      "--corpus", vo.corpus,
+      "Regression corpus: replay its lines on the kernels under test first, then append every "
+      "new shrunk failure");
+  replay_opt->excludes(replay_file_opt)->excludes(corpus_opt);
+  replay_file_opt->excludes(corpus_opt);
+  verify->add_option("--junit", vo.junit,
+                     "Write JUnit XML results to this file (rewritten as each strategy finishes)");
+  verify->add_option("--json", vo.json,
+                     "Write JSON results to this file (rewritten as each strategy finishes)");
   verify
       ->add_option("--property", vo.properties,
                    "Properties to check: all, or a list of forward,backward,ledger,memory,"
@@ -581,6 +836,14 @@ int cli_main(int argc, char** argv, par::registry extra) {
     return code == 0 ? 0 : 2;
   }
 
+  if (verify->parsed()) {
+    try {
+      corpus::check_length(vo.replay, "--replay");
+    } catch (const error& e) {
+      std::fprintf(stderr, "shardcheck: %s\n", e.what());
+      return 2;
+    }
+  }
   const bool needs_mpi = verify->parsed() || selftest->parsed();
   std::unique_ptr<par::environment> env;
   if (needs_mpi) env = std::make_unique<par::environment>(argc, argv);

@@ -1,5 +1,6 @@
 #include "shardcheck/properties/driver.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 
 #include <rapidcheck/detail/Configuration.h>
 
@@ -73,12 +75,41 @@ struct driver::watchdog {
   bool armed_ = false, quit_ = false;
 };
 
+std::string shell_quoted(std::string_view s) {
+  const bool plain = !s.empty() && s.find_first_not_of(
+                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
+                                       "TUVWXYZ0123456789_-+=.,:/@%") == std::string_view::npos;
+  if (plain) return std::string(s);
+  std::string out = "'";
+  for (const char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+std::vector<std::pair<std::string, std::string>> collective_mca_settings() {
+  std::vector<std::pair<std::string, std::string>> out;
+  constexpr std::string_view prefix = "OMPI_MCA_";
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    const std::size_t eq = kv.find('=');
+    if (!kv.starts_with(prefix) || eq == std::string_view::npos) continue;
+    const std::string_view name = kv.substr(prefix.size(), eq - prefix.size());
+    if (name == "coll" || name.starts_with("coll_"))
+      out.emplace_back(std::string(name), std::string(kv.substr(eq + 1)));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string replay_command(std::string_view program, const par::run_case& c, unsigned mask) {
-  std::string out =
-      "mpirun -n " + std::to_string(c.p) + " --oversubscribe " + std::string(program) + " verify";
+  // Appended piece by piece: GCC 12 warns (-Wrestrict) on `"literal" + std::string` here.
+  std::string out = "mpirun -n ";
+  out.append(std::to_string(c.p)).append(" --oversubscribe");
+  for (const auto& [name, value] : collective_mca_settings())
+    out.append(" --mca ").append(shell_quoted(name)).append(" ").append(shell_quoted(value));
+  out.append(" ").append(shell_quoted(program)).append(" verify");
   if ((mask | static_cast<unsigned>(property::runs)) != all_properties)
-    out += " --property " + properties_to_string(mask);
-  return out + " --replay '" + c.to_string() + "'";
+    out.append(" --property ").append(properties_to_string(mask));
+  return out.append(" --replay ").append(shell_quoted(c.to_string()));
 }
 
 driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::string program)

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "shardcheck/parallel/comm.hpp"
@@ -87,8 +88,19 @@ class driver {
   std::unique_ptr<watchdog> dog_;
 };
 
-// The command that replays a case, checking the properties in `mask`.
+// The command that replays a case, checking the properties in `mask`, under the Open MPI settings
+// in force that change collective behaviour: every OMPI_MCA_coll* variable of the environment
+// (mpirun --mca coll_tuned_allreduce_algorithm 4 sets OMPI_MCA_coll_tuned_allreduce_algorithm=4
+// for its ranks), e.g.
+//   mpirun -n 2 --oversubscribe --mca coll_tuned_allreduce_algorithm 4 build/cli/shardcheck verify
+//     --replay 'strategy=row_parallel p=2 M=1 N=1 K=2 …'
 [[nodiscard]] std::string replay_command(std::string_view program, const par::run_case& c,
                                          unsigned mask = all_properties);
+// Arguments quoted for a POSIX shell: shell_quoted("a b") == "'a b'", shell_quoted("4") == "4",
+// shell_quoted("it's") == "'it'\\''s'".
+[[nodiscard]] std::string shell_quoted(std::string_view s);
+// (name, value) of every OMPI_MCA_coll* variable of the environment, sorted by name: e.g.
+// {"coll_tuned_use_dynamic_rules", "1"} for OMPI_MCA_coll_tuned_use_dynamic_rules=1.
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> collective_mca_settings();
 
 }  // namespace shardcheck::prop

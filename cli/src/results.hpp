@@ -1,0 +1,69 @@
+#pragma once
+// What `verify` found, kept for the files a CI system reads: `--junit` (one testcase per strategy ×
+// property) and `--json` (the same plus cases, times, error ratios, peak vs bound). Both are
+// rewritten whole, through a temporary file renamed over the old one, as each strategy finishes:
+// an interrupted run leaves the strategies it finished.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shardcheck/properties/driver.hpp"
+
+namespace shardcheck::results {
+
+// One failing case of a strategy, e.g. {source "corpus", line 3, failed forward, message
+// "forward: Y[i=0, j=0] …", case_line "strategy=… p=2 …", replay "mpirun -n 2 … --replay '…'"}.
+struct failure_record {
+  std::string source;  // "generated" (shrunk by RapidCheck), "corpus" or "replay" (a replay line)
+  int line = 0;        // 1-based line of the corpus or replay file; 0 for a generated case
+  unsigned failed = 0;
+  std::string message;
+  std::string case_line;
+  std::string replay;
+};
+
+struct strategy_result {
+  std::string name;
+  int cases = 0;     // generated cases run (shrinking steps excluded)
+  int replayed = 0;  // cases from the corpus or replay lines
+  double seconds = 0;
+  double worst_error = 0, worst_memory = 0;
+  std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
+  unsigned not_claimed = 0, not_measured = 0;
+  std::vector<failure_record> failures;
+  [[nodiscard]] bool passed() const { return failures.empty(); }
+  // Folds one replayed case in: counts, worst ratios, what was not claimed or measured.
+  void add(const prop::case_verdict& v);
+};
+
+struct run_results {
+  std::string program;
+  int ranks = 0;
+  int cases_per_strategy = 0;
+  std::uint64_t seed = 0;
+  unsigned mask = prop::all_properties;
+  std::string corpus;     // the --corpus file, if any
+  bool complete = false;  // false while strategies remain (an interrupted run stays false)
+  std::vector<strategy_result> strategies;
+};
+
+// A property's verdict for a strategy: "fail", "not claimed", "not measured", "not selected"
+// (left out by --property) or "pass", in that order of precedence.
+[[nodiscard]] std::string_view status_of(const strategy_result& r, unsigned mask, unsigned p);
+
+// Text XML 1.0 may carry: valid UTF-8 with no control characters but tab, newline and carriage
+// return. An invalid byte or a forbidden control character becomes the text \xNN, U+FFFE and
+// U+FFFF the text \u{FFFE}, \u{FFFF}: the bytes 'a' 0x01 'b' 0xFF come out as `a\x01b\xFF`.
+[[nodiscard]] std::string xml_safe(std::string_view s);
+
+// The JUnit XML document: one <testsuite> per strategy, one <testcase> per property.
+[[nodiscard]] std::string junit_xml(const run_results& r);
+// The JSON document; its schema is in the README ("What `verify` prints").
+[[nodiscard]] std::string json_text(const run_results& r);
+
+// Writes `text` to `path` atomically (a temporary file beside it, then rename); throws
+// shardcheck::error.
+void write_atomically(const std::string& path, std::string_view text);
+
+}  // namespace shardcheck::results

@@ -1,0 +1,157 @@
+// The result writers and the corpus reader, without MPI: hostile text must come out as XML a
+// strict parser reads back, and replay lines are read, limited and appended as documented.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <pugixml.hpp>
+#include <sstream>
+
+#include "corpus.hpp"
+#include "results.hpp"
+#include "shardcheck/cli.hpp"
+
+namespace shardcheck {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr auto forward = static_cast<unsigned>(prop::property::forward);
+constexpr auto memory = static_cast<unsigned>(prop::property::memory);
+constexpr auto ledger = static_cast<unsigned>(prop::property::ledger);
+
+// Quotes, markup, control characters, invalid UTF-8 (a stray continuation byte, a lone 0xFF, an
+// overlong '/', a UTF-16 surrogate), U+FFFE, and text that must survive (é, 😀, tab).
+const std::string hostile =
+    "a\"b'c<d>e&f]]>g\x01h\x1bi\x7f\x80j\xffk\xc0\xafl\xed\xa0\x80m\xef\xbf\xben\xc3\xa9\xf0\x9f"
+    "\x98\x80\tend";
+
+TEST(XmlSafe, KeepsValidTextAndSpellsOutTheRest) {
+  EXPECT_EQ(results::xml_safe("plain é 😀\t\n"), "plain é 😀\t\n");
+  EXPECT_EQ(results::xml_safe("a\x01"
+                              "b\xff"),
+            "a\\x01b\\xFF");
+  EXPECT_EQ(results::xml_safe("\xc0\xaf"), "\\xC0\\xAF");           // overlong '/'
+  EXPECT_EQ(results::xml_safe("\xed\xa0\x80"), "\\xED\\xA0\\x80");  // a surrogate
+  EXPECT_EQ(results::xml_safe("\xef\xbf\xbe"), "\\u{FFFE}");
+  EXPECT_EQ(results::xml_safe("\xe2\x82"), "\\xE2\\x82");  // cut short
+  EXPECT_EQ(results::xml_safe("\x7f"), "\x7f");            // DEL is allowed in XML 1.0
+}
+
+results::run_results hostile_run() {
+  results::run_results r;
+  r.program = "shardcheck";
+  r.ranks = 2;
+  r.cases_per_strategy = 10;
+  r.mask = prop::all_properties & ~static_cast<unsigned>(prop::property::replicas);
+  results::strategy_result s;
+  s.name = "k" + hostile;
+  s.cases = 3;
+  s.not_claimed = memory;
+  s.failures.push_back({.source = "corpus",
+                        .line = 4,
+                        .failed = forward | ledger,
+                        .message = "forward: " + hostile,
+                        .case_line = "strategy=k p=1 M=1 N=1 K=1",
+                        .replay = "mpirun -n 1 --oversubscribe shardcheck verify --replay 'x'"});
+  r.strategies.push_back(s);
+  return r;
+}
+
+TEST(Junit, HostileTextParsesBackStrictly) {
+  const std::string xml = results::junit_xml(hostile_run());
+  pugi::xml_document doc;
+  ASSERT_TRUE(doc.load_string(xml.c_str()));
+  const pugi::xml_node suite = doc.child("testsuites").child("testsuite");
+  EXPECT_EQ(suite.attribute("name").value(), results::xml_safe("k" + hostile));
+  EXPECT_STREQ(suite.attribute("tests").value(), "7");
+  EXPECT_STREQ(suite.attribute("failures").value(), "2");
+  EXPECT_STREQ(suite.attribute("skipped").value(), "2");  // memory not claimed, replicas not run
+  const pugi::xml_node fwd = suite.find_child_by_attribute("testcase", "name", "forward");
+  EXPECT_EQ(fwd.child("failure").attribute("message").value(),
+            results::xml_safe("forward: " + hostile));
+  EXPECT_NE(std::string(fwd.child("failure").text().get()).find("replay: mpirun -n 1"),
+            std::string::npos);
+  const pugi::xml_node mem = suite.find_child_by_attribute("testcase", "name", "memory");
+  EXPECT_STREQ(mem.child("skipped").attribute("message").value(), "not claimed");
+  const pugi::xml_node rep = suite.find_child_by_attribute("testcase", "name", "replicas");
+  EXPECT_STREQ(rep.child("skipped").attribute("message").value(), "not selected");
+  // No raw control character but tab and newline anywhere in the document.
+  for (const char ch : xml)
+    EXPECT_FALSE(static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') << int(ch);
+  // For the strict reader of cli.junit_hostile (Python's expat through junitparser).
+  if (const char* out = std::getenv("SHARDCHECK_HOSTILE_JUNIT")) {
+    results::write_atomically(out, xml);
+    std::ofstream(std::string(out) + ".expected") << results::xml_safe("forward: " + hostile);
+  }
+}
+
+TEST(Json, HostileTextStaysJson) {
+  const std::string text = results::json_text(hostile_run());
+  EXPECT_NE(text.find("\"not claimed\""), std::string::npos);
+  EXPECT_NE(text.find("\"source\": \"corpus\""), std::string::npos);
+  EXPECT_NE(text.find("\"line\": 4"), std::string::npos);
+}
+
+TEST(WriteAtomically, ReplacesTheFileWhole) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("shardcheck_results_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string f = (dir / "r.xml").string();
+  results::write_atomically(f, "first, longer text");
+  results::write_atomically(f, "second");
+  std::ifstream in(f);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "second");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  EXPECT_THROW(results::write_atomically((dir / "no" / "such" / "r.xml").string(), "x"), error);
+  fs::remove_all(dir);
+}
+
+TEST(Corpus, ReadsLinesSkippingCommentsAndBlanks) {
+  const fs::path f =
+      fs::temp_directory_path() / ("shardcheck_corpus_" + std::to_string(::getpid()));
+  std::ofstream(f) << "# a comment\n\n  strategy=a p=1 M=1 N=1 K=1  \r\np=2 M=1 N=1 K=1";
+  const auto lines = corpus::read_lines(f.string(), false);
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_EQ(lines[0].number, 3);
+  EXPECT_EQ(lines[0].text, "strategy=a p=1 M=1 N=1 K=1");
+  EXPECT_EQ(lines[1].number, 4);
+  EXPECT_TRUE(corpus::names_strategy(lines[0].text));
+  EXPECT_FALSE(corpus::names_strategy(lines[1].text));
+  EXPECT_FALSE(corpus::names_strategy("p=1 mystrategy=a"));
+  // Appending after a last line without its newline starts a new line.
+  corpus::append(f.string(), {"strategy=b p=1 M=1 N=1 K=1"});
+  EXPECT_EQ(corpus::read_lines(f.string(), false).back().text, "strategy=b p=1 M=1 N=1 K=1");
+  EXPECT_EQ(corpus::read_lines(f.string(), false).size(), 3U);
+  fs::remove(f);
+  EXPECT_TRUE(corpus::read_lines(f.string(), true).empty());
+  EXPECT_THROW((void)corpus::read_lines(f.string(), false), error);
+}
+
+TEST(Corpus, MutantCellsStandForTheirKernel) {
+  EXPECT_EQ(corpus::base_kernel("mutant.ag_reversed@data_parallel"), "data_parallel");
+  EXPECT_EQ(corpus::base_kernel("data_parallel"), "data_parallel");
+}
+
+TEST(Corpus, LinesAreLimitedTo128KiB) {
+  EXPECT_NO_THROW(corpus::check_length(std::string(128 * 1024, 'x'), "--replay"));
+  EXPECT_THROW(corpus::check_length(std::string(128 * 1024 + 1, 'x'), "--replay"), error);
+}
+
+// Linux refuses an argv string above 128 KiB itself (MAX_ARG_STRLEN), so the limit on --replay is
+// tried in process: bad usage, before MPI starts.
+TEST(Cli, ReplayArgumentAbove128KiBIsBadUsage) {
+  std::string program = "shardcheck", verify = "verify", flag = "--replay";
+  std::string line = "strategy=data_parallel p=1 M=1 N=1 K=1 " + std::string(200 * 1024, ' ');
+  char* argv[] = {program.data(), verify.data(), flag.data(), line.data(), nullptr};
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cli_main(4, argv), 2);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("at most 131072 (128 KiB)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardcheck
