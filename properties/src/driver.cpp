@@ -13,6 +13,7 @@
 #include <rapidcheck/detail/Configuration.h>
 
 #include "shardcheck/properties/generators.hpp"
+#include "shrink.hpp"
 
 namespace shardcheck::prop {
 
@@ -234,6 +235,37 @@ void driver::serve() {
   }
 }
 
+namespace {
+// The property a verdict's message names ("forward: Y[i=0, …" → forward), which a simpler case
+// must fail too to be kept; every property the case failed if the message names none.
+unsigned named_property(const case_verdict& v) {
+  for (unsigned bit = 1; bit <= all_properties; bit <<= 1)
+    if ((v.failed & bit) != 0 &&
+        v.message.starts_with(std::string(to_string(static_cast<property>(bit))) + ":"))
+      return bit;
+  return v.failed;
+}
+}  // namespace
+
+driver::shrunk driver::minimize(const subject& s, const par::run_case& c, const case_verdict& v,
+                                const suite_options& o) {
+  const unsigned target = named_property(v);
+  case_verdict kept = v;
+  const shrink_budget budget{o.shrink_max_runs, o.shrink_seconds};
+  const local_minimum m =
+      shrink_to_local_minimum(c, *s.k, o.pins, budget, [&](const par::run_case& d) {
+        par::run_case named = d;
+        named.strategy = c.strategy;
+        const case_verdict w = run(named, o.mask);
+        if ((w.failed & target) == 0) return false;
+        kept = w;
+        return true;
+      });
+  shrunk out{m.c, kept, m.runs, m.reached};
+  out.c.strategy = c.strategy;
+  return out;
+}
+
 strategy_report driver::check(const std::string& name, const subject& s, const suite_options& o) {
   using clock = std::chrono::steady_clock;
   strategy_report report;
@@ -285,6 +317,15 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   } listener;
   const auto result =
       rc::detail::checkProperty(rc::detail::toProperty(property), meta, params, listener);
+  if (failing && o.local_minimum) {
+    if (o.progress)
+      std::fprintf(stderr, "  %s: simplifying the failing case to a local minimum\n", name.c_str());
+    shrunk m = minimize(s, par::run_case::parse(report.replay), report.failure, o);
+    report.failure = m.v;
+    report.replay = m.c.to_string();
+    report.shrink_runs = m.runs;
+    report.local_minimum = m.local_minimum;
+  }
   report.seconds = std::chrono::duration<double>(clock::now() - start).count();
   report.passed = !failing && result.template is<rc::detail::SuccessResult>();
   if (!failing && !report.passed) {

@@ -78,6 +78,7 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
     so.seed = o.seed;
     so.progress = false;
     so.cases = o.cases;
+    so.local_minimum = false;  // a caught cell needs no smaller case
     const strategy_report rep = d.check(c.name, c.s, so);
     r.cases = rep.cases;
     r.acted = c.fire_count() > fired_before;

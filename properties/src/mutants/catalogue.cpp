@@ -267,6 +267,7 @@ struct mutant_set::impl {
   std::vector<mutant_cell> cells;
   std::vector<std::unique_ptr<par::kernel>> owned;
   mutant_cell hang;
+  mutant_cell empty_shard;  // the final shrinking pass's test, outside the matrix like hang
 };
 
 mutant_set::mutant_set(int max_p) : impl_(std::make_unique<impl>()) {
@@ -334,6 +335,13 @@ void mutant_set::build(const par::registry& strategies, int max_p) {
             subject{m.strategies->find("data_parallel"),
                     wrap_with(layer_position::below, maker<mutants::unanswered>(), log)},
             log};
+  if (const par::kernel* dp = m.strategies->find("data_parallel")) {
+    auto empty_log = std::make_shared<fire_log>();
+    const std::string name = cell_name("empty_shard", "data_parallel");
+    m.owned.push_back(std::make_unique<mutants::empty_shard_off_by_one>(*dp, name, empty_log));
+    m.empty_shard = {
+        name, "empty_shard", "data_parallel", false, subject{m.owned.back().get(), {}}, empty_log};
+  }
 }
 
 mutant_set::~mutant_set() = default;
@@ -349,6 +357,8 @@ const mutant_cell* mutant_set::cell(std::string_view name) const {
       if (o.old_name == old) return cell(o.cell);
   }
   if (impl_->hang.name == name && impl_->hang.s.k != nullptr) return &impl_->hang;
+  if (impl_->empty_shard.name == name && impl_->empty_shard.s.k != nullptr)
+    return &impl_->empty_shard;
   return nullptr;
 }
 

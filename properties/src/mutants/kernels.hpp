@@ -76,6 +76,16 @@ class last_w_rows_reversed final : public kernel_decorator {
                 const par::backward_io& io) const override;
 };
 
+// When some rank holds no rows (part.M has an empty part, and M > 0), every rank's Y comes out
+// with its first element one too large: an empty-shard defect for the final shrinking pass's
+// test, not in the selftest's matrix. data_parallel p=4 M=3 part.M=0,0,0,3 fails forward, and so
+// does p=2 M=1 N=1 K=0 part.M=1,0 (Y = 0 computed as 1); p=2 M=4 part.M=2,2 passes.
+class empty_shard_off_by_one final : public kernel_decorator {
+ public:
+  using kernel_decorator::kernel_decorator;
+  void forward(par::context& ctx, const par::run_case& c, const par::forward_io& io) const override;
+};
+
 // The hook subclasses, by operator name: ignores_bucket, reuses_buffer, padded_buckets,
 // w_panel_wrong_row, keeps_activations, dw_over_world. nullptr for another name.
 [[nodiscard]] std::unique_ptr<par::kernel> make_subclass(const std::string& op,

@@ -26,6 +26,12 @@ struct suite_options {
   unsigned mask = all_properties;
   bool progress = true;  // a line on stderr every few seconds on long runs
   case_pins pins;        // what every case fixes (backend, p, parameters); the rest is drawn
+  // After RapidCheck's shrinking, simplify the failing case one field at a time (shrink.hpp)
+  // until no single simplification still fails, in at most shrink_max_runs runs begun within
+  // shrink_seconds. The selftest, which asks only whether a cell is caught, turns it off.
+  bool local_minimum = true;
+  int shrink_max_runs = 200;
+  double shrink_seconds = 60;
 };
 
 // The verdict of one case over all ranks.
@@ -49,6 +55,10 @@ struct strategy_report {
   double seconds = 0;
   case_verdict failure;  // of the smallest failing case
   std::string replay;    // its replay line (the case only)
+  // The final pass (suite_options::local_minimum): its runs, not counted in `cases`, and whether
+  // it ended at a local minimum (false: it stopped at its budget, or did not run).
+  int shrink_runs = 0;
+  bool local_minimum = false;
   double worst_error = 0, worst_memory = 0;
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
 };
@@ -72,6 +82,18 @@ class driver {
   // Leader only: RapidCheck over generated cases for `name` (a kernel or a mutant, found through
   // the lookup), drawn from what s.k supports.
   strategy_report check(const std::string& name, const subject& s, const suite_options& o);
+  // The outcome of the final shrinking pass.
+  struct shrunk {
+    par::run_case c;
+    case_verdict v;
+    int runs = 0;
+    bool local_minimum = false;  // no single simplification of c still fails
+  };
+  // Leader only: from failing case c (verdict v), moves to the first of simpler(c) that still
+  // fails the property v's message names, and repeats, within the budget (runs, seconds) of o;
+  // what o pins stays.
+  shrunk minimize(const subject& s, const par::run_case& c, const case_verdict& v,
+                  const suite_options& o);
   // Leader only: ends the followers' serve().
   void stop();
   // Followers: run what the leader sends until STOP.
