@@ -1,5 +1,6 @@
 #include "shardcheck/properties/driver.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -8,7 +9,6 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 
 #include <rapidcheck/detail/Configuration.h>
 
