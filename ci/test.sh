@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command: the format check, the build, then every test (unit, property at 1-4 ranks, mutant).
-# Extra arguments go to ctest, e.g. `bash ci/test.sh -L mutant`.
+# The README's test command: the format check, the build, every test (unit, property at 1-4 ranks,
+# mutant), then the outside kernel built against the installed package (ci/outside_kernel.sh).
+# Extra arguments go to ctest, e.g. `bash ci/test.sh -L mutant`, and skip the outside kernel.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 bash "$SHARDCHECK_ROOT/ci/setup.sh"
@@ -8,3 +9,4 @@ bash "$SHARDCHECK_ROOT/ci/format.sh"
 bash "$SHARDCHECK_ROOT/ci/build.sh"
 cd "$SHARDCHECK_BUILD"
 ctest --output-on-failure --timeout 900 "$@"
+if [ "$#" -eq 0 ]; then bash "$SHARDCHECK_ROOT/ci/outside_kernel.sh"; fi
