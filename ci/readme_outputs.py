@@ -21,6 +21,13 @@ def run(command):
     return out.stdout.rstrip("\n").split("\n")
 
 
+def untracked():
+    out = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=root,
+                         capture_output=True, text=True)
+    return set(out.stdout.split())
+
+
+before = untracked()
 lines = open(readme).read().split("\n")
 result, i, changed = [], 0, 0
 while i < len(lines):
@@ -29,15 +36,22 @@ while i < len(lines):
     i += 1
     if not line.startswith("$ shardcheck ") and not line.startswith("$ mpirun "):
         continue
+    command = line[2:]
+    while command.endswith("\\") and i < len(lines):  # a command continued on the next line
+        command = command[:-1] + " " + lines[i].strip()
+        result.append(lines[i])
+        i += 1
     old = []
     while i < len(lines) and not lines[i].startswith("```") and not lines[i].startswith("$ "):
         old.append(lines[i])
         i += 1
-    new = run(line[2:])
+    new = run(command)
     if new != old:
         changed += 1
         print("differs: " + line, file=sys.stderr)
     result.extend(new)
+for left in untracked() - before:  # files the commands wrote (a corpus, say)
+    os.remove(os.path.join(root, left))
 if "--check" in sys.argv:
     sys.exit(1 if changed else 0)
 open(readme, "w").write("\n".join(result))
