@@ -4,6 +4,7 @@
 
 #include "mpi_environment.hpp"
 
+#include <functional>
 #include <memory>
 
 #include "shardcheck/parallel/registry.hpp"
@@ -12,11 +13,11 @@
 namespace shardcheck::prop {
 namespace {
 
-// A registered kernel with some of its claims removed.
-class without_claims final : public par::kernel {
+// A registered kernel whose claims pass through `edit` first (removed, or made wrong).
+class edited_claims final : public par::kernel {
  public:
-  without_claims(const par::kernel& inner, bool collectives, bool peak, bool chains)
-      : inner_(inner), collectives_(collectives), peak_(peak), chains_(chains) {}
+  edited_claims(const par::kernel& inner, std::function<void(par::claims&)> edit)
+      : inner_(inner), edit_(std::move(edit)) {}
   [[nodiscard]] const par::kernel_info& info() const override { return inner_.info(); }
   [[nodiscard]] par::layout placement(par::tensor_slot t, const par::run_case& c) const override {
     return inner_.placement(t, c);
@@ -24,9 +25,7 @@ class without_claims final : public par::kernel {
   [[nodiscard]] par::claims cost(const par::run_case& c,
                                  std::span<const int> coords) const override {
     par::claims out = inner_.cost(c, coords);
-    if (!collectives_) out.collectives.reset();
-    if (!peak_) out.peak.reset();
-    if (!chains_) out.chains.reset();
+    edit_(out);
     return out;
   }
   void forward(par::context& ctx, const par::run_case& c,
@@ -40,8 +39,17 @@ class without_claims final : public par::kernel {
 
  private:
   const par::kernel& inner_;
-  bool collectives_, peak_, chains_;
+  std::function<void(par::claims&)> edit_;
 };
+
+// data_parallel without the claims not kept.
+edited_claims without_claims(const par::kernel& inner, bool collectives, bool peak, bool chains) {
+  return edited_claims(inner, [=](par::claims& c) {
+    if (!collectives) c.collectives.reset();
+    if (!peak) c.peak.reset();
+    if (!chains) c.chains.reset();
+  });
+}
 
 unsigned bit(property p) { return static_cast<unsigned>(p); }
 
@@ -83,36 +91,11 @@ TEST(harness, without_chains_exact_mode_is_still_judged_bitwise) {
 }
 
 // A kernel that claims a peak it exceeds is caught: the claim is judged, not just read.
-class claims_too_little final : public par::kernel {
- public:
-  explicit claims_too_little(const par::kernel& inner) : inner_(inner) {}
-  [[nodiscard]] const par::kernel_info& info() const override { return inner_.info(); }
-  [[nodiscard]] par::layout placement(par::tensor_slot t, const par::run_case& c) const override {
-    return inner_.placement(t, c);
-  }
-  [[nodiscard]] par::claims cost(const par::run_case& c,
-                                 std::span<const int> coords) const override {
-    par::claims out = inner_.cost(c, coords);
-    out.peak->forward -= 1;
-    return out;
-  }
-  void forward(par::context& ctx, const par::run_case& c,
-               const par::forward_io& io) const override {
-    inner_.forward(ctx, c, io);
-  }
-  void backward(par::context& ctx, const par::run_case& c,
-                const par::backward_io& io) const override {
-    inner_.backward(ctx, c, io);
-  }
-
- private:
-  const par::kernel& inner_;
-};
-
 TEST(harness, a_peak_above_its_claim_fails_memory) {
   test::need_mpi();
-  const verdict v = run(claims_too_little(data_parallel()),
-                        "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
+  const verdict v =
+      run(edited_claims(data_parallel(), [](par::claims& c) { c.peak->forward -= 1; }),
+          "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
   EXPECT_EQ(v.failed, bit(property::memory)) << v.message;
 }
 
