@@ -12,6 +12,8 @@
 
 #include <rapidcheck/detail/Configuration.h>
 
+#include "shardcheck/properties/exit_codes.hpp"
+#include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/generators.hpp"
 #include "shrink.hpp"
 
@@ -62,7 +64,7 @@ struct driver::watchdog {
                        seconds_, line_.c_str());
           std::fflush(stderr);
         }
-        std::_Exit(3);
+        std::_Exit(exit_code::watchdog);
       }
     }
   }
@@ -278,6 +280,8 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   const auto property = [&] {
     par::run_case c = *gen;
     c.strategy = name;
+    if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c).bytes > o.memory_limit)
+      RC_DISCARD("above the memory limit");
     const case_verdict v = run(c, o.mask);
     ++evaluated;
     if (!failing) ++report.cases;

@@ -30,6 +30,9 @@ struct suite_options {
   // until no single simplification still fails, in at most shrink_max_runs runs begun within
   // shrink_seconds. The selftest, which asks only whether a cell is caught, turns it off.
   bool local_minimum = true;
+  // A drawn case whose footprint on some rank is above this many bytes is discarded, never run
+  // (footprint.hpp); generated shapes are small, so only pins can lead there.
+  std::int64_t memory_limit = INT64_MAX;
   int shrink_max_runs = 200;
   double shrink_seconds = 60;
 };
