@@ -16,6 +16,7 @@
 #include "shardcheck/properties/driver.hpp"
 #include "shardcheck/properties/exit_codes.hpp"
 #include "shardcheck/properties/footprint.hpp"
+#include "shardcheck/properties/last_words.hpp"
 #include "shardcheck/properties/mutants.hpp"
 #include "shardcheck/properties/selftest.hpp"
 #include "src/corpus.hpp"
@@ -282,21 +283,34 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   return 0;
 }
 
+// printf into a string: the table is printed at the end and, on an interrupt, so far.
+template <class... A>
+void appendf(std::string& out, const char* format, A... args) {
+  const int n = std::snprintf(nullptr, 0, format, args...);
+  if (n <= 0) return;
+  const std::size_t at = out.size();
+  out.resize(at + static_cast<std::size_t>(n) + 1);
+  std::snprintf(out.data() + at, static_cast<std::size_t>(n) + 1, format, args...);
+  out.resize(at + static_cast<std::size_t>(n));
+}
+
 // The table's first column fits the longest name (a mutant's is long).
-void print_report_row(const prop::strategy_report& r, int width) {
+std::string report_row(const prop::strategy_report& r, int width) {
   const auto memory = static_cast<unsigned>(prop::property::memory);
   const std::string peak = (r.not_claimed & memory) != 0 ? "not claimed"
                            : (r.not_measured & memory) != 0
                                ? "not measured"
                                : human_bytes(r.peak_bytes) + " / " + human_bytes(r.bound_bytes);
-  std::printf("%-*s %6d  %-4s %8.2f s  %12.2f  %s\n", width, r.name.c_str(), r.cases,
-              r.passed ? "pass" : "FAIL", r.seconds, r.worst_error, peak.c_str());
+  std::string out;
+  appendf(out, "%-*s %6d  %-4s %8.2f s  %12.2f  %s\n", width, r.name.c_str(), r.cases,
+          r.passed ? "pass" : "FAIL", r.seconds, r.worst_error, peak.c_str());
   if (r.not_claimed != 0)
-    std::printf("  not claimed (never judged): %s\n",
-                prop::properties_to_string(r.not_claimed).c_str());
+    appendf(out, "  not claimed (never judged): %s\n",
+            prop::properties_to_string(r.not_claimed).c_str());
   if (r.not_measured != 0)
-    std::printf("  not measured (never judged): %s\n",
-                prop::properties_to_string(r.not_measured).c_str());
+    appendf(out, "  not measured (never judged): %s\n",
+            prop::properties_to_string(r.not_measured).c_str());
+  return out;
 }
 
 // Said once per run: without shardcheck::new_hook plain new goes uncounted, so `memory` can only
@@ -329,20 +343,52 @@ results::failure_record record_of(std::string source, int line, const prop::case
 
 // e.g. "FAIL data_parallel: forward: Y[i=0, j=0] … (corpus line 3)", the failing properties and
 // the replay command.
-void print_failure(const std::string& name, const results::failure_record& f) {
-  std::printf("FAIL %s: %s", name.c_str(), f.message.c_str());
-  if (f.line > 0) std::printf(" (%s line %d)", f.source.c_str(), f.line);
-  std::printf("\n");
+std::string failure_text(const std::string& name, const results::failure_record& f) {
+  std::string out;
+  appendf(out, "FAIL %s: %s", name.c_str(), f.message.c_str());
+  if (f.line > 0) appendf(out, " (%s line %d)", f.source.c_str(), f.line);
+  out += "\n";
   const unsigned runs = static_cast<unsigned>(prop::property::runs);
   std::string failing = prop::properties_to_string(f.failed);
   if ((f.failed & runs) != 0 && f.failed != runs) failing = "runs," + failing;
-  std::printf("  failing properties: %s\n", failing.c_str());
-  if (!f.replay.empty()) std::printf("  replay: %s\n", f.replay.c_str());
+  appendf(out, "  failing properties: %s\n", failing.c_str());
+  if (!f.replay.empty()) appendf(out, "  replay: %s\n", f.replay.c_str());
+  return out;
 }
 
-void print_table_header(int width) {
-  std::printf("%-*s cases  result     time  worst err/u·mag  measured peak / bound\n", width + 1,
-              "strategy");
+std::string table_header(int width) {
+  std::string out;
+  appendf(out, "%-*s cases  result     time  worst err/u·mag  measured peak / bound\n", width + 1,
+          "strategy");
+  return out;
+}
+
+// The table of the strategies finished so far, then their failures.
+std::string suite_table(const results::run_results& rr) {
+  int width = 28;
+  for (const auto& r : rr.strategies) width = std::max(width, static_cast<int>(r.name.size()));
+  std::string out = table_header(width);
+  for (const auto& res : rr.strategies) {
+    prop::strategy_report r;
+    r.name = res.name;
+    r.cases = res.cases;
+    r.passed = res.passed();
+    r.not_claimed = res.not_claimed;
+    r.not_measured = res.not_measured;
+    r.seconds = res.seconds;
+    r.worst_error = res.worst_error;
+    r.peak_bytes = res.peak_bytes;
+    r.bound_bytes = res.bound_bytes;
+    out += report_row(r, width);
+  }
+  return out;
+}
+
+std::string failures_text(const results::run_results& rr) {
+  std::string out;
+  for (const auto& r : rr.strategies)
+    for (const auto& f : r.failures) out += failure_text(r.name, f);
+  return out;
 }
 
 struct verify_options {
@@ -360,6 +406,7 @@ struct verify_options {
   std::string corpus;               // replayed first, then new shrunk failures appended
   std::string junit, json;          // result files, rewritten as each strategy finishes
   std::int64_t memory_limit = 0;    // bytes per rank; 0: default_memory_limit
+  std::string log_cases;            // every case line appended before it runs
 };
 
 // (name, kernel) of each strategy to check; a name may be a mutant's. Default: every strategy;
@@ -453,7 +500,7 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
     return std::nullopt;
   }
   results::failure_record f = record_of("replay", line, v, &c, program, mask);
-  print_failure(c.strategy, f);
+  std::fputs(failure_text(c.strategy, f).c_str(), stdout);
   return f;
 }
 
@@ -564,6 +611,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
   results::run_results rr = new_run(o, mask, d.ranks(), program);
   bool written = true;
   int status = 0, failed = 0;
+  std::size_t done = 0;
   for (const planned_case& pc : plan.cases) {
     const auto start = clock::now();
     const prop::case_verdict v = d.run(pc.c, mask);
@@ -576,6 +624,9 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
     }
     it->add(v);
     it->seconds += std::chrono::duration<double>(clock::now() - start).count();
+    ++done;
+    prop::last_words::finished(std::to_string(done) + " of " + std::to_string(plan.cases.size()) +
+                               " cases finished (their verdicts are above)\n");
     if (auto f = print_case_verdict(pc.c, v, pc.line, mask, program)) {
       it->failures.push_back(std::move(*f));
       status = 1;
@@ -652,35 +703,22 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     if (!res.passed()) status = 1;
     rr.strategies.push_back(std::move(res));
     written = try_write_results(o, rr) && written;
+    prop::last_words::finished(suite_table(rr) + failures_text(rr) +
+                               std::to_string(rr.strategies.size()) + " of " +
+                               std::to_string(chosen.size()) + " strategies finished\n");
   }
   d.stop();
   rr.complete = true;
   written = try_write_results(o, rr) && written;
-  int width = 28;
-  for (const auto& r : rr.strategies) width = std::max(width, static_cast<int>(r.name.size()));
-  print_table_header(width);
+  std::fputs(suite_table(rr).c_str(), stdout);
   int passed = 0;
-  for (const auto& res : rr.strategies) {
-    prop::strategy_report r;
-    r.name = res.name;
-    r.cases = res.cases;
-    r.passed = res.passed();
-    r.not_claimed = res.not_claimed;
-    r.not_measured = res.not_measured;
-    r.seconds = res.seconds;
-    r.worst_error = res.worst_error;
-    r.peak_bytes = res.peak_bytes;
-    r.bound_bytes = res.bound_bytes;
-    print_report_row(r, width);
-    passed += r.passed ? 1 : 0;
-  }
+  for (const auto& res : rr.strategies) passed += res.passed() ? 1 : 0;
   if (!o.corpus.empty()) {
     std::printf("corpus %s: %d cases replayed, %d failed; %zu new failures appended\n",
                 o.corpus.c_str(), replayed, replay_failed, appended.size());
     for (const std::string& why : corpus_plan.skipped) std::printf("  skipped %s\n", why.c_str());
   }
-  for (const auto& r : rr.strategies)
-    for (const auto& f : r.failures) print_failure(r.name, f);
+  std::fputs(failures_text(rr).c_str(), stdout);
   std::printf("%d passed, %zu failed\n", passed,
               rr.strategies.size() - static_cast<std::size_t>(passed));
   return written ? status : 2;
@@ -744,6 +782,12 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
         plan = plan_replays(cat, corpus::read_lines(o.corpus, true), o.corpus, chosen, true,
                             world.size(), limit);
       write_results(o, new_run(o, mask, world.size(), program));
+      if (!o.log_cases.empty()) {
+        std::FILE* f = std::fopen(o.log_cases.c_str(), "a");
+        if (f == nullptr)
+          throw usage_error("--log-cases: cannot open " + o.log_cases + " for appending");
+        std::fclose(f);
+      }
     } catch (const error& e) {
       plan_error = e.what();
     }
@@ -754,6 +798,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   prop::driver d(
       world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout, program);
   int status = 0;
+  if (d.leader() && !o.log_cases.empty()) d.log_cases(o.log_cases);
   if (!d.leader()) {
     d.serve();
   } else if (!o.replay.empty() || !o.replay_file.empty()) {
@@ -874,6 +919,11 @@ int cli_main(int argc, char** argv, par::registry extra) {
                    "Refuse a case whose footprint on a rank is above this, e.g. 2GiB (default: 3/4 "
                    "of the machine's memory shared by the ranks on it)")
       ->transform(CLI::AsSizeValue(false));
+  verify
+      ->add_option("--log-cases", vo.log_cases,
+                   "Append every case line to this file before the case runs (replays with "
+                   "--replay-file)")
+      ->check(not_empty);
   auto* backend_opt = verify->add_option("--backend", vo.backend,
                                          "Run every case's collectives on this backend: mpi or "
                                          "native (default: drawn per case)");
