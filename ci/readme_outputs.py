@@ -3,7 +3,7 @@
 blocks by running the command, so that every output the README shows comes from the program.
 
   ci/readme_outputs.py                      rewrite README.md (shardcheck is build/cli/shardcheck)
-  ci/readme_outputs.py --check [--shardcheck PATH]
+  ci/readme_outputs.py --check [--shardcheck PATH] [--readme FILE] [--fail-fast]
                                             report the blocks that differ and exit 1 (ctest
                                             readme.outputs); the commands run in a scratch
                                             directory, and PATH is written build/cli/shardcheck
@@ -19,6 +19,8 @@ import tempfile
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 readme = os.path.join(root, "README.md")
+if "--readme" in sys.argv:  # another copy to check (the negative test checks a drifted one)
+    readme = os.path.abspath(sys.argv[sys.argv.index("--readme") + 1])
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1",
            OPENBLAS_NUM_THREADS="1")
@@ -76,6 +78,8 @@ while i < len(lines):
                 if a != b:
                     print(f"  README:  {a}\n  program: {b}", file=sys.stderr)
                     break
+            if "--fail-fast" in sys.argv:  # stop at the first difference
+                break
     result.extend(new)
 if check:
     shutil.rmtree(workdir, ignore_errors=True)
