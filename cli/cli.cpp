@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -27,6 +29,23 @@ namespace shardcheck {
 namespace {
 
 using prop::human_bytes;
+
+// s with every byte outside printable ASCII written as \xNN: a message never echoes a control
+// sequence to the terminal.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b >= 0x20 && b < 0x7f) {
+      out += ch;
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", b);
+      out += hex;
+    }
+  }
+  return out;
+}
 
 struct usage_error : error {
   using error::error;
@@ -66,7 +85,8 @@ struct catalogue {
         if (!known.empty()) known += ", ";
         known += n->name();
       }
-      throw usage_error("unknown strategy '" + name + "' (known: " + known + ")");
+      throw usage_error("unknown strategy '" + printable(name) + "' (known: " + known +
+                        "; and mutant.<operator>@<kernel>, listed by selftest)");
     }
     return *s->k;
   }
@@ -405,7 +425,7 @@ struct verify_options {
   std::string replay_file;          // replay lines, one a line ("-": stdin)
   std::string corpus;               // replayed first, then new shrunk failures appended
   std::string junit, json;          // result files, rewritten as each strategy finishes
-  std::int64_t memory_limit = 0;    // bytes per rank; 0: default_memory_limit
+  std::string memory_limit_text;    // bytes per rank, e.g. "2GiB"; empty: default_memory_limit
   std::string log_cases;            // every case line appended before it runs
 };
 
@@ -448,7 +468,7 @@ std::map<std::string, std::int64_t> parse_pins(
     for (const auto& [n, s] : chosen)
       for (const auto& ps : s->info().params) known = known || ps.name == name;
     if (!known) throw usage_error("--param " + name + ": no chosen strategy has that parameter");
-    pinned[name] = value;
+    if (!pinned.emplace(name, value).second) throw usage_error("--param " + name + " given twice");
   }
   return pinned;
 }
@@ -456,7 +476,8 @@ std::map<std::string, std::int64_t> parse_pins(
 // Every chosen strategy must take the pins: a worker count its pinned mesh factors divide, and
 // values its validation accepts (checked on a small probe case).
 void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& chosen,
-                const std::map<std::string, std::int64_t>& pinned, int p, int ranks) {
+                const std::map<std::string, std::int64_t>& pinned, int p, int ranks,
+                std::int64_t limit) {
   for (const auto& [n, s] : chosen) {
     const par::kernel_info& info = s->info();
     par::run_case probe;
@@ -477,6 +498,12 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
       throw usage_error(n + ": the pinned parameters need p=" + std::to_string(probe.p) +
                         " workers; only " + std::to_string(ranks) + " ranks were launched");
     par::complete_and_validate(*s, probe);
+    try {
+      prop::check_footprint(*s, probe, limit);
+    } catch (const error& e) {
+      throw usage_error(std::string("--memory-limit is below the smallest case (M = N = K = 1): ") +
+                        e.what());
+    }
   }
 }
 
@@ -736,21 +763,67 @@ std::int64_t default_limit(const par::comm& world) {
   return prop::default_memory_limit(n);
 }
 
-// The watchdog's limit: positive, finite and at most 10⁶ s (11.6 days), which any clock holds.
+// "2GiB", "512M", "1.5G", "1000000": a positive byte count (K, M, G, T, with or without "iB"
+// or "B", are powers of 1024), or usage_error naming the option. 2^63 bytes or more is refused.
+std::int64_t parse_bytes(const std::string& text) {
+  const char* end = text.data() + text.size();
+  double number = 0;
+  const auto [rest, ec] = std::from_chars(text.data(), end, number);
+  std::string unit(rest, end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  static const std::map<std::string, double, std::less<>> units = {
+      {"", 1},         {"B", 1},       {"K", 0x1p10},   {"KB", 0x1p10}, {"KiB", 0x1p10},
+      {"M", 0x1p20},   {"MB", 0x1p20}, {"MiB", 0x1p20}, {"G", 0x1p30},  {"GB", 0x1p30},
+      {"GiB", 0x1p30}, {"T", 0x1p40},  {"TB", 0x1p40},  {"TiB", 0x1p40}};
+  const auto u = units.find(unit);
+  const double bytes = u == units.end() ? 0 : number * u->second;
+  if (ec != std::errc() || rest == text.data() || u == units.end() || !std::isfinite(bytes) ||
+      bytes < 1 || bytes >= 0x1p63)
+    throw usage_error("--memory-limit '" + text +
+                      "': a byte count from 1 B to below 8 EiB, e.g. 2GiB, 512M or 1000000");
+  return static_cast<std::int64_t>(bytes);
+}
+
+// The watchdog's limit: from 0.1 s (a case needs some time to start) to 10⁶ s (11.6 days), which
+// any clock holds.
 void check_case_timeout(double seconds) {
-  if (!(seconds > 0) || !std::isfinite(seconds) || seconds > 1e6)
-    throw usage_error("--case-timeout must be a number of seconds in (0, 1000000]");
+  if (!(seconds >= 0.1) || !std::isfinite(seconds) || seconds > 1e6)
+    throw usage_error("--case-timeout must be a number of seconds in [0.1, 1000000]");
+}
+
+int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen, replay_plan& plan,
+                const verify_options& o, unsigned mask, std::optional<par::backend> forced,
+                const std::map<std::string, std::int64_t>& pinned, std::int64_t limit,
+                const std::string& program);
+
+// No two of the files a run writes (and the corpus it reads and extends) may be one file.
+void check_distinct_files(const verify_options& o) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, fs::path>> seen;
+  for (const auto& [option, path] :
+       {std::pair{"--junit", &o.junit}, std::pair{"--json", &o.json},
+        std::pair{"--corpus", &o.corpus}, std::pair{"--log-cases", &o.log_cases}}) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    const fs::path p = fs::weakly_canonical(fs::absolute(*path, ec), ec);
+    for (const auto& [other, q] : seen)
+      if (p == q)
+        throw usage_error(std::string(option) + " and " + other + " name one file, " + *path);
+    seen.emplace_back(option, p);
+  }
 }
 
 int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
   if (o.cases < 1) throw usage_error("--cases must be at least 1");
+  check_distinct_files(o);
   check_case_timeout(o.case_timeout);
   const unsigned mask = prop::parse_properties(o.properties);
   std::optional<par::backend> forced;
   if (!o.backend.empty()) forced = par::parse_backend(o.backend);
   const auto chosen = chosen_strategies(cat, o, forced.has_value());
   par::comm world = par::comm::world();
-  const std::int64_t limit = o.memory_limit > 0 ? o.memory_limit : default_limit(world);
+  const std::int64_t limit =
+      o.memory_limit_text.empty() ? default_limit(world) : parse_bytes(o.memory_limit_text);
   par::run_case replay_case;
   if (!o.replay.empty()) {
     replay_case = par::run_case::parse(o.replay);
@@ -766,7 +839,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (o.p < 0 || o.p > world.size())
     throw usage_error("--p " + std::to_string(o.p) + ": between 1 and the " +
                       std::to_string(world.size()) + " ranks launched");
-  check_pins(chosen, pinned, o.p, world.size());
+  check_pins(chosen, pinned, o.p, world.size(), limit);
   // The leader reads the replay lines (stdin reaches rank 0 only) and tries the result files;
   // every rank learns whether that went well.
   replay_plan plan;
@@ -782,10 +855,13 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
         plan = plan_replays(cat, corpus::read_lines(o.corpus, true), o.corpus, chosen, true,
                             world.size(), limit);
       write_results(o, new_run(o, mask, world.size(), program));
-      if (!o.log_cases.empty()) {
-        std::FILE* f = std::fopen(o.log_cases.c_str(), "a");
+      for (const auto& [option, path] :
+           {std::pair{"--log-cases", &o.log_cases}, std::pair{"--corpus", &o.corpus}}) {
+        if (path->empty()) continue;
+        std::FILE* f = std::fopen(path->c_str(), "a");
         if (f == nullptr)
-          throw usage_error("--log-cases: cannot open " + o.log_cases + " for appending");
+          throw usage_error(std::string(option) + ": cannot open " + *path +
+                            " for appending: " + std::strerror(errno));
         std::fclose(f);
       }
     } catch (const error& e) {
@@ -798,10 +874,31 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   prop::driver d(
       world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout, program);
   int status = 0;
-  if (d.leader() && !o.log_cases.empty()) d.log_cases(o.log_cases);
   if (!d.leader()) {
     d.serve();
-  } else if (!o.replay.empty() || !o.replay_file.empty()) {
+  } else {
+    // The followers wait in serve(): an error here ends the job (exit 4) rather than leave them.
+    try {
+      if (!o.log_cases.empty()) d.log_cases(o.log_cases);
+      status = lead_verify(d, cat, chosen, plan, o, mask, forced, pinned, limit, program);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "shardcheck: runtime error: %s\n", e.what());
+      std::fflush(stdout);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, prop::exit_code::runtime);
+    }
+  }
+  std::fflush(stdout);
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return status;
+}
+
+int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen, replay_plan& plan,
+                const verify_options& o, unsigned mask, std::optional<par::backend> forced,
+                const std::map<std::string, std::int64_t>& pinned, std::int64_t limit,
+                const std::string& program) {
+  int status = 0;
+  if (!o.replay.empty() || !o.replay_file.empty()) {
     status = run_replays(d, plan, o, mask, program);
   } else {
     prop::suite_options so;
@@ -815,8 +912,6 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     so.memory_limit = limit;
     status = run_suite(d, cat, chosen, so, program, o, std::move(plan));
   }
-  std::fflush(stdout);
-  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return status;
 }
 
@@ -914,11 +1009,10 @@ int cli_main(int argc, char** argv, par::registry extra) {
                                    "Run every case on exactly this many workers (default: drawn)");
   auto* param_opt = verify->add_option(
       "--param", vo.params, "Pin a strategy parameter in every case, e.g. dp=2 (repeatable)");
-  verify
-      ->add_option("--memory-limit", vo.memory_limit,
-                   "Refuse a case whose footprint on a rank is above this, e.g. 2GiB (default: 3/4 "
-                   "of the machine's memory shared by the ranks on it)")
-      ->transform(CLI::AsSizeValue(false));
+  verify->add_option("--memory-limit", vo.memory_limit_text,
+                     "Refuse a case whose footprint on a rank is above this many bytes, e.g. "
+                     "2GiB, 512M, 1000000 (default: 3/4 of the machine's memory shared by the "
+                     "ranks on it)");
   verify
       ->add_option("--log-cases", vo.log_cases,
                    "Append every case line to this file before the case runs (replays with "
@@ -976,9 +1070,18 @@ int cli_main(int argc, char** argv, par::registry extra) {
       ->check(unsigned_integer);
   selftest->add_option("--case-timeout", st_timeout, "Watchdog seconds")->capture_default_str();
 
+  // No option takes an empty value: `--p ''` or `--backend ''` would otherwise be read as the
+  // default, silently.
+  for (CLI::App* sub : {verify, explain, selftest})
+    for (CLI::Option* o : sub->get_options())
+      if (o->get_type_size() != 0) o->check(not_empty);
+  p_opt->check(CLI::Range(1, par::max_parts));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // Under mpirun every rank parses the same arguments: one message, from rank 0.
+    if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK"); r != nullptr && std::string(r) != "0")
+      return e.get_exit_code() == 0 ? prop::exit_code::pass : prop::exit_code::usage;
     const int code = app.exit(e);
     return code == 0 ? prop::exit_code::pass : prop::exit_code::usage;
   }
@@ -1020,12 +1123,13 @@ int cli_main(int argc, char** argv, par::registry extra) {
       c.prob.layout = parse_weight_layout(ex_layout);
       c.backend = par::parse_backend(ex_backend);
       if (!ex_hidden.empty()) c.prob.hidden = par::partition::parse(ex_hidden).sizes();
-      if (!c.prob.hidden.empty()) c.prob.act = parse_activation(ex_act);
+      c.prob.act = parse_activation(ex_act);
       for (const auto& kv : ex_parts) {
         const auto eq = kv.find('=');
         if (eq == std::string::npos)
           throw usage_error("--part expects DIM=sizes, got '" + kv + "'");
-        c.parts.emplace(kv.substr(0, eq), par::partition::parse(kv.substr(eq + 1)));
+        if (!c.parts.emplace(kv.substr(0, eq), par::partition::parse(kv.substr(eq + 1))).second)
+          throw usage_error("--part " + kv.substr(0, eq) + " given twice");
       }
       for (const auto& kv : ex_params) {
         const auto [name, value] = parse_param(kv, "--param");

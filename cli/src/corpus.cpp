@@ -23,13 +23,31 @@ std::string_view trimmed(std::string_view s) {
   return s.substr(first, last - first + 1);
 }
 
+// Reads one line into `out` (without its newline), refusing it as soon as it passes
+// max_line_bytes: an endless input without newlines (/dev/zero) ends at once, not in an OOM.
+bool bounded_line(std::streambuf& in, std::string& out, const std::string& where) {
+  out.clear();
+  for (int ch = in.sbumpc(); ch != std::char_traits<char>::eof(); ch = in.sbumpc()) {
+    if (ch == '\n') return true;
+    out.push_back(static_cast<char>(ch));
+    if (out.size() > max_line_bytes + 64)  // room for the blanks trimmed() removes
+      throw error(where + ": a replay line longer than " + std::to_string(max_line_bytes) +
+                  " bytes (128 KiB)");
+  }
+  return !out.empty();
+}
+
 std::vector<line> lines_of(std::istream& in, const std::string& name) {
   std::vector<line> out;
   std::string raw;
   int number = 0;
-  while (std::getline(in, raw)) {
+  std::streambuf& buf = *in.rdbuf();
+  while (bounded_line(buf, raw, name + ":" + std::to_string(number + 1))) {
     ++number;
-    const std::string_view text = trimmed(raw);
+    if (number > max_lines)
+      throw error(name + ": more than " + std::to_string(max_lines) + " lines");
+    std::string_view text = trimmed(raw);
+    if (number == 1 && text.starts_with("\xEF\xBB\xBF")) text = trimmed(text.substr(3));  // BOM
     if (text.empty() || text.front() == '#') continue;
     check_length(text, name + ":" + std::to_string(number));
     out.push_back({number, std::string(text)});

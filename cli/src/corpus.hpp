@@ -14,6 +14,8 @@ namespace shardcheck::corpus {
 
 // The longest replay line accepted, from an argument or a file: 128 KiB.
 inline constexpr std::size_t max_line_bytes = 128 * 1024;
+// A file of replay lines holds at most this many (an endless stdin ends, not in an OOM).
+inline constexpr int max_lines = 1000000;
 // Throws shardcheck::error naming `where` (e.g. "--replay") when `line` is longer.
 void check_length(std::string_view line, std::string_view where);
 

@@ -239,21 +239,32 @@ std::string json_text(const run_results& r) {
 }
 
 void write_atomically(const std::string& path, std::string_view text) {
-  const std::filesystem::path target(path);
-  std::filesystem::path tmp = target;
-  tmp += ".tmp." + std::to_string(::getpid());
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // A symlink is followed: its target file is replaced, the link stays. Anything but a regular
+  // file (/dev/null, a FIFO) is written in place: renaming over it would replace the device.
+  fs::path target(path);
+  if (fs::is_symlink(fs::symlink_status(target, ec))) target = fs::weakly_canonical(target, ec);
+  const fs::file_status st = fs::status(target, ec);
+  const bool in_place = fs::exists(st) && !fs::is_regular_file(st);
+  if (fs::is_directory(st)) throw error("cannot write " + path + ": it is a directory");
+  fs::path tmp = target;
+  if (!in_place) tmp += ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) throw error("cannot write " + tmp.string() + ": " + std::strerror(errno));
   const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool flushed = std::fflush(f) == 0;
+  const int e = errno;
   const bool closed = std::fclose(f) == 0;
-  if (!wrote || !closed) {
-    std::remove(tmp.c_str());
-    throw error("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  if (!wrote || !flushed || !closed) {
+    if (!in_place) std::remove(tmp.c_str());
+    throw error("cannot write " + tmp.string() + ": " + std::strerror(e));
   }
+  if (in_place) return;
   if (std::rename(tmp.c_str(), target.c_str()) != 0) {
-    const int e = errno;
+    const int r = errno;
     std::remove(tmp.c_str());
-    throw error("cannot rename " + tmp.string() + " to " + path + ": " + std::strerror(e));
+    throw error("cannot rename " + tmp.string() + " to " + path + ": " + std::strerror(r));
   }
 }
 

@@ -62,8 +62,9 @@ struct run_results {
 // The JSON document; its schema is in the README ("What `verify` prints").
 [[nodiscard]] std::string json_text(const run_results& r);
 
-// Writes `text` to `path` atomically (a temporary file beside it, then rename); throws
-// shardcheck::error.
+// Writes `text` to `path` atomically (a temporary file beside it, then rename); a symlink's
+// target is the file replaced, and a path that is no regular file (/dev/null, a FIFO) is written
+// in place, never replaced. Throws shardcheck::error (a directory, a failed write).
 void write_atomically(const std::string& path, std::string_view text);
 
 }  // namespace shardcheck::results

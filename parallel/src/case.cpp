@@ -1,6 +1,7 @@
 #include "shardcheck/parallel/case.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -33,6 +34,16 @@ I parse_int(std::string_view key, std::string_view v) {
 }  // namespace
 
 run_case run_case::parse(std::string_view line) {
+  // Printable ASCII and blanks only, so that no message echoes a control sequence.
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const auto b = static_cast<unsigned char>(line[i]);
+    if ((b < 0x20 && b != '\t') || b >= 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", b);
+      throw invalid_problem("replay line: byte " + std::string(hex) + " at column " +
+                            std::to_string(i + 1) + " (a replay line is printable ASCII)");
+    }
+  }
   run_case c;
   std::set<std::string, std::less<>> seen;
   std::size_t pos = 0;
@@ -65,7 +76,12 @@ run_case run_case::parse(std::string_view line) {
     } else if (key == "K") {
       c.prob.K = parse_int<std::int64_t>(key, value);
     } else if (key == "H") {
-      c.prob.hidden = partition::parse(value).sizes();
+      try {
+        c.prob.hidden = partition::parse(value).sizes();
+      } catch (const invalid_problem&) {
+        throw invalid_problem("replay line: H='" + std::string(value) +
+                              "' is not a comma-separated list of hidden widths like 6,4");
+      }
     } else if (key == "act") {
       c.prob.act = parse_activation(value);
     } else if (key == "dtype") {

@@ -216,14 +216,17 @@ void complete_and_validate(const kernel& s, run_case& c) {
   const int product = std::accumulate(dims.begin(), dims.end(), 1, std::multiplies<>());
   if (product != c.p)
     throw invalid_problem(who + "mesh does not multiply to p=" + std::to_string(c.p));
-  const auto needed = splits_of(s, c);
-  for (const split& sp : needed) {
+  const auto complete = [&](const split& sp) {
     const auto it = c.parts.try_emplace(sp.key, partition::balanced(sp.length, sp.parts)).first;
     if (it->second.parts() != sp.parts || it->second.length() != sp.length)
       throw invalid_problem(who + "part." + sp.key + "=" + it->second.to_string() + " must have " +
                             std::to_string(sp.parts) + " parts summing to " +
                             std::to_string(sp.length));
-  }
+  };
+  // The kernel's own splits first: its placements may read them (a pipeline's stages, part.L).
+  for (const split& sp : s.extra_splits(c)) complete(sp);
+  const auto needed = splits_of(s, c);
+  for (const split& sp : needed) complete(sp);
   for (const auto& [key, value] : c.parts) {
     bool used = false;
     for (const split& sp : needed) used = used || sp.key == key;

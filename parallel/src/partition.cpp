@@ -39,6 +39,9 @@ partition partition::parse(std::string_view s) {
         s.substr(pos, comma == std::string_view::npos ? s.npos : comma - pos);
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec == std::errc::result_out_of_range)
+      throw invalid_problem("partition: part size " + std::string(item) +
+                            " does not fit in 64 bits");
     if (item.empty() || ec != std::errc() || end != item.data() + item.size())
       throw invalid_problem("partition: '" + std::string(s) +
                             "' is not a comma-separated list of part sizes like 3,0,4");

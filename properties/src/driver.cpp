@@ -62,7 +62,7 @@ struct driver::watchdog {
           std::chrono::steady_clock::now() >= deadline_) {
         if (speaks_) {
           std::fprintf(stderr,
-                       "shardcheck: watchdog: a case ran longer than %.0f s (a hung collective?); "
+                       "shardcheck: watchdog: a case ran longer than %g s (a hung collective?); "
                        "ending the job.\nreplay: %s\n",
                        seconds_, line_.c_str());
           std::fflush(stderr);
@@ -223,9 +223,14 @@ case_verdict driver::run(const par::run_case& c, unsigned mask) {
   if (std::getenv("SHARDCHECK_TRACE") != nullptr)
     std::fprintf(stderr, "case: %s\n", c.to_string().c_str());
   const std::string message = std::to_string(mask) + " " + c.to_string();
-  if (case_log_ != nullptr) {
-    std::fprintf(case_log_.get(), "%s\n", c.to_string().c_str());
-    std::fflush(case_log_.get());
+  // A log that cannot be written ends the job (exit 4) at once: an exception here would be taken
+  // by RapidCheck for the property failing.
+  if (case_log_ != nullptr && (std::fprintf(case_log_.get(), "%s\n", c.to_string().c_str()) < 0 ||
+                               std::fflush(case_log_.get()) != 0)) {
+    std::fprintf(stderr, "shardcheck: runtime error: --log-cases: cannot write: %s\n",
+                 std::strerror(errno));
+    std::fflush(stderr);
+    MPI_Abort(world_.native_handle(), exit_code::runtime);
   }
   send_command(world_, message);
   return execute(message);
@@ -291,14 +296,16 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   report.name = name;
   const auto start = clock::now();
   auto last_progress = start;
-  int evaluated = 0;
+  int evaluated = 0, over_limit = 0;
   bool failing = false;
   const auto gen = case_for(*s.k, world_.size(), o.pins);
   const auto property = [&] {
     par::run_case c = *gen;
     c.strategy = name;
-    if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c).bytes > o.memory_limit)
+    if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c).bytes > o.memory_limit) {
+      ++over_limit;
       RC_DISCARD("above the memory limit");
+    }
     const case_verdict v = run(c, o.mask);
     ++evaluated;
     if (!failing) ++report.cases;
@@ -353,6 +360,10 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
     std::string why = "RapidCheck could not run the property";
     if (result.template is<rc::detail::FailureResult>())
       why += ": " + result.template get<rc::detail::FailureResult>().description;
+    else if (result.template is<rc::detail::GaveUpResult>() && over_limit > 0)
+      why += " (gave up): " + std::to_string(over_limit) +
+             " drawn cases were above the memory limit of " + human_bytes(o.memory_limit) +
+             " per rank (--memory-limit)";
     else if (result.template is<rc::detail::GaveUpResult>())
       why += " (gave up): " + result.template get<rc::detail::GaveUpResult>().description;
     else if (result.template is<rc::detail::Error>())

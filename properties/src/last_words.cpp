@@ -50,6 +50,7 @@ const char* name_of(int sig) {
     case SIGABRT: return "SIGABRT";
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
     default: return "a signal";
   }
 }
@@ -115,7 +116,7 @@ void install(int rank, bool leader) {
     speaks = leader;
     if (leader && ::pipe(wake_pipe) != 0) speaks = false;
     if (speaks) std::thread(speak_and_exit).detach();
-    for (int sig : {SIGINT, SIGTERM}) handle(sig, on_interrupt, SA_RESTART);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) handle(sig, on_interrupt, SA_RESTART);
   });
 }
 

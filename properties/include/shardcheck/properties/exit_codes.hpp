@@ -10,5 +10,6 @@ inline constexpr int runtime = 4;        // an MPI or runtime error outside any 
 inline constexpr int crashed = 5;        // a rank crashed (SIGSEGV, SIGBUS, SIGFPE, SIGABRT)
 inline constexpr int interrupted = 130;  // SIGINT (128 + 2)
 inline constexpr int terminated = 143;   // SIGTERM (128 + 15)
+inline constexpr int hung_up = 129;      // SIGHUP (128 + 1)
 
 }  // namespace shardcheck::prop::exit_code

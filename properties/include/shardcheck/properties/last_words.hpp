@@ -5,9 +5,10 @@
 //     shardcheck: rank 1 crashed (SIGSEGV) while running a case
 //     replay: mpirun -n 2 --oversubscribe shardcheck verify --replay 'strategy=… p=2 …'
 //   and exits 5 (exit_codes.hpp). The line was prepared before the case began.
-//   SIGINT or SIGTERM: the leader prints the verdicts finished so far and the running case's
-//   replay line, then every rank exits 130 or 143. (mpirun turns SIGINT and SIGTERM into SIGTERM
-//   for its ranks and itself exits 1; a rank signalled directly exits with its own code.)
+//   SIGINT, SIGTERM or SIGHUP: the leader prints the verdicts finished so far and the running
+//   case's replay line, then every rank exits 128 + the signal: 130, 143 or 129. (mpirun turns
+//   SIGINT and SIGTERM into SIGTERM for its ranks and itself exits 1; a rank signalled directly
+//   exits with its own code.)
 #include <string>
 
 namespace shardcheck::prop::last_words {
