@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "shardcheck/parallel/case.hpp"
@@ -44,9 +45,12 @@ class cyclic_kernel final : public kernel {
     return {pr, c.p / pr};
   }
   layout placement(tensor_slot, const run_case& c) const override {
+    if (rows_twice_)  // rows dealt on axis 0 and split again on axis 1: rejected
+      return {placement::BC(0, c.param("mb")), placement::S(0)};
     return {placement::BC(0, c.param("mb"), static_cast<int>(c.param("rsrc"))),
             placement::BC(1, c.param("nb"), static_cast<int>(c.param("csrc")))};
   }
+  bool rows_twice_ = false;
   void forward(context&, const run_case&, const forward_io&) const override {}
   void backward(context&, const run_case&, const backward_io&) const override {}
 
@@ -144,4 +148,13 @@ TEST(cyclic_block_of, rejects_bad_sources_and_too_many_blocks) {
   EXPECT_THROW(complete_and_validate(k, c), invalid_problem);
   run_case huge = run_case::parse("strategy=cyclic p=2 M=1099511627776 N=1 K=1 pr=2 mb=1");
   EXPECT_THROW(complete_and_validate(k, huge), invalid_problem);
+  cyclic_kernel twice;
+  twice.rows_twice_ = true;
+  run_case t = run_case::parse("strategy=cyclic p=4 M=7 N=2 K=5 pr=2");
+  try {
+    complete_and_validate(twice, t);
+    ADD_FAILURE() << "a dimension block-cyclic on one axis and sharded on another was accepted";
+  } catch (const invalid_problem& e) {
+    EXPECT_NE(std::string(e.what()).find("also sharded on axis 1"), std::string::npos) << e.what();
+  }
 }
