@@ -14,6 +14,9 @@
 
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/properties/driver.hpp"
+#include "shardcheck/properties/exit_codes.hpp"
+#include "shardcheck/properties/footprint.hpp"
+#include "shardcheck/properties/last_words.hpp"
 #include "shardcheck/properties/mutants.hpp"
 #include "shardcheck/properties/selftest.hpp"
 #include "src/corpus.hpp"
@@ -22,6 +25,8 @@
 namespace shardcheck {
 
 namespace {
+
+using prop::human_bytes;
 
 struct usage_error : error {
   using error::error;
@@ -80,6 +85,7 @@ std::string placements_line(const par::case_plan& plan) {
 
 template <class T>
 std::string join(const std::vector<T>& values) {
+  using std::to_string;
   std::string out;
   for (const T& v : values) {
     if (!out.empty()) out += ",";
@@ -195,8 +201,11 @@ std::vector<std::vector<par::ledger_entry>> gather_recorded(const par::kernel& k
   return out;
 }
 
+// explain shows every rank up to this many, else the first two and the last unless --rank says.
+constexpr int explain_all_ranks = 64;
+
 int do_explain(const catalogue& cat, const std::string& name, par::run_case c, bool json,
-               bool record) {
+               std::vector<int> ranks, bool record) {
   const par::kernel& s = cat.need(name);
   c.strategy = name;
   par::complete_and_validate(s, c);
@@ -215,7 +224,27 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   for (const auto& [key, part] : c.parts) out["partitions"][key] = part.sizes();
   nlohmann::ordered_json totals = {{"forward", nlohmann::ordered_json::object()},
                                    {"backward", nlohmann::ordered_json::object()}};
-  for (int r = 0; r < c.p; ++r) {
+  for (int r : ranks)
+    if (r < 0 || r >= c.p)
+      throw usage_error("--rank " + std::to_string(r) + ": ranks are 0 … " +
+                        std::to_string(c.p - 1));
+  const bool chosen = !ranks.empty();
+  if (!chosen && c.p <= explain_all_ranks)
+    for (int r = 0; r < c.p; ++r) ranks.push_back(r);
+  if (!chosen && c.p > explain_all_ranks) ranks = {0, 1, c.p - 1};
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (static_cast<int>(ranks.size()) < c.p) out["ranks_shown"] = ranks;
+  // The totals per phase are rank 0's, whichever ranks are shown.
+  const par::claims cost0 = s.cost(c, par::coords_of(0, dims));
+  if (cost0.collectives)
+    for (const auto& [phase, list] : {std::pair{"forward", &cost0.collectives->forward},
+                                      std::pair{"backward", &cost0.collectives->backward}})
+      for (const auto& e : *list) {
+        auto& n = totals[phase][std::string(par::to_string(e.kind))];
+        n = n.is_null() ? 1 : n.get<int>() + 1;
+      }
+  for (int r : ranks) {
     const auto coords = par::coords_of(r, dims);
     const par::case_plan plan = par::plan_of(s, c, coords);
     const par::claims cost = s.cost(c, coords);
@@ -234,13 +263,7 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
       for (const auto& [phase, list] : {std::pair{"forward", &cost.collectives->forward},
                                         std::pair{"backward", &cost.collectives->backward}}) {
         rank[phase] = nlohmann::ordered_json::array();
-        for (const auto& e : *list) {
-          rank[phase].push_back(entry_json(e));
-          if (r == 0) {
-            auto& n = totals[phase][std::string(par::to_string(e.kind))];
-            n = n.is_null() ? 1 : n.get<int>() + 1;
-          }
-        }
+        for (const auto& e : *list) rank[phase].push_back(entry_json(e));
       }
     } else {
       rank["forward"] = rank["backward"] = "not claimed";
@@ -264,6 +287,7 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
                                   {"backward", cost.peak->backward}};
     else
       rank["peak_bytes_bound"] = "not claimed";
+    rank["footprint_bytes"] = prop::rank_footprint(s, c, coords);
     if (!cost.chains) {
       rank["chain_lengths"] = "not claimed";
     } else if (cost.chains->size() == 1) {
@@ -298,6 +322,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     for (const auto& [kind, n] : totals[phase].items()) std::cout << " " << n << " × " << kind;
     std::cout << "\n";
   }
+  if (out.contains("ranks_shown"))
+    std::cout << "showing ranks " << join(ranks) << " of " << c.p << " (--rank R for others)\n";
   for (const auto& rank : out["ranks"]) {
     std::cout << "rank " << rank["rank"].get<int>() << ":";
     for (const auto& [t, b] : rank["blocks"].items())
@@ -334,6 +360,7 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
                 << peak["backward"] << " B";
     else
       std::cout << "  peak memory bound: not claimed";
+    std::cout << "; footprint " << human_bytes(rank["footprint_bytes"].get<std::int64_t>());
     std::cout << "; error-bound chains:";
     if (!rank["chain_lengths"].is_object()) std::cout << " not claimed";
     const char* sep = " ";
@@ -347,32 +374,34 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   return 0;
 }
 
-std::string human_bytes(std::int64_t b) {
-  char buf[64];
-  if (b < 1024)
-    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
-  else if (b < 1 << 20)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
-  return buf;
+// printf into a string: the table is printed at the end and, on an interrupt, so far.
+template <class... A>
+void appendf(std::string& out, const char* format, A... args) {
+  const int n = std::snprintf(nullptr, 0, format, args...);
+  if (n <= 0) return;
+  const std::size_t at = out.size();
+  out.resize(at + static_cast<std::size_t>(n) + 1);
+  std::snprintf(out.data() + at, static_cast<std::size_t>(n) + 1, format, args...);
+  out.resize(at + static_cast<std::size_t>(n));
 }
 
 // The table's first column fits the longest name (a mutant's is long).
-void print_report_row(const prop::strategy_report& r, int width) {
+std::string report_row(const prop::strategy_report& r, int width) {
   const auto memory = static_cast<unsigned>(prop::property::memory);
   const std::string peak = (r.not_claimed & memory) != 0 ? "not claimed"
                            : (r.not_measured & memory) != 0
                                ? "not measured"
                                : human_bytes(r.peak_bytes) + " / " + human_bytes(r.bound_bytes);
-  std::printf("%-*s %6d  %-4s %8.2f s  %12.2f  %s\n", width, r.name.c_str(), r.cases,
-              r.passed ? "pass" : "FAIL", r.seconds, r.worst_error, peak.c_str());
+  std::string out;
+  appendf(out, "%-*s %6d  %-4s %8.2f s  %12.2f  %s\n", width, r.name.c_str(), r.cases,
+          r.passed ? "pass" : "FAIL", r.seconds, r.worst_error, peak.c_str());
   if (r.not_claimed != 0)
-    std::printf("  not claimed (never judged): %s\n",
-                prop::properties_to_string(r.not_claimed).c_str());
+    appendf(out, "  not claimed (never judged): %s\n",
+            prop::properties_to_string(r.not_claimed).c_str());
   if (r.not_measured != 0)
-    std::printf("  not measured (never judged): %s\n",
-                prop::properties_to_string(r.not_measured).c_str());
+    appendf(out, "  not measured (never judged): %s\n",
+            prop::properties_to_string(r.not_measured).c_str());
+  return out;
 }
 
 // Said once per run: without shardcheck::new_hook plain new goes uncounted, so `memory` can only
@@ -405,20 +434,52 @@ results::failure_record record_of(std::string source, int line, const prop::case
 
 // e.g. "FAIL data_parallel: forward: Y[i=0, j=0] … (corpus line 3)", the failing properties and
 // the replay command.
-void print_failure(const std::string& name, const results::failure_record& f) {
-  std::printf("FAIL %s: %s", name.c_str(), f.message.c_str());
-  if (f.line > 0) std::printf(" (%s line %d)", f.source.c_str(), f.line);
-  std::printf("\n");
+std::string failure_text(const std::string& name, const results::failure_record& f) {
+  std::string out;
+  appendf(out, "FAIL %s: %s", name.c_str(), f.message.c_str());
+  if (f.line > 0) appendf(out, " (%s line %d)", f.source.c_str(), f.line);
+  out += "\n";
   const unsigned runs = static_cast<unsigned>(prop::property::runs);
   std::string failing = prop::properties_to_string(f.failed);
   if ((f.failed & runs) != 0 && f.failed != runs) failing = "runs," + failing;
-  std::printf("  failing properties: %s\n", failing.c_str());
-  if (!f.replay.empty()) std::printf("  replay: %s\n", f.replay.c_str());
+  appendf(out, "  failing properties: %s\n", failing.c_str());
+  if (!f.replay.empty()) appendf(out, "  replay: %s\n", f.replay.c_str());
+  return out;
 }
 
-void print_table_header(int width) {
-  std::printf("%-*s cases  result     time  worst err/u·mag  measured peak / bound\n", width + 1,
-              "strategy");
+std::string table_header(int width) {
+  std::string out;
+  appendf(out, "%-*s cases  result     time  worst err/u·mag  measured peak / bound\n", width + 1,
+          "strategy");
+  return out;
+}
+
+// The table of the strategies finished so far, then their failures.
+std::string suite_table(const results::run_results& rr) {
+  int width = 28;
+  for (const auto& r : rr.strategies) width = std::max(width, static_cast<int>(r.name.size()));
+  std::string out = table_header(width);
+  for (const auto& res : rr.strategies) {
+    prop::strategy_report r;
+    r.name = res.name;
+    r.cases = res.cases;
+    r.passed = res.passed();
+    r.not_claimed = res.not_claimed;
+    r.not_measured = res.not_measured;
+    r.seconds = res.seconds;
+    r.worst_error = res.worst_error;
+    r.peak_bytes = res.peak_bytes;
+    r.bound_bytes = res.bound_bytes;
+    out += report_row(r, width);
+  }
+  return out;
+}
+
+std::string failures_text(const results::run_results& rr) {
+  std::string out;
+  for (const auto& r : rr.strategies)
+    for (const auto& f : r.failures) out += failure_text(r.name, f);
+  return out;
 }
 
 struct verify_options {
@@ -435,6 +496,8 @@ struct verify_options {
   std::string replay_file;          // replay lines, one a line ("-": stdin)
   std::string corpus;               // replayed first, then new shrunk failures appended
   std::string junit, json;          // result files, rewritten as each strategy finishes
+  std::int64_t memory_limit = 0;    // bytes per rank; 0: default_memory_limit
+  std::string log_cases;            // every case line appended before it runs
 };
 
 // (name, kernel) of each strategy to check; a name may be a mutant's. Default: every strategy;
@@ -451,19 +514,27 @@ std::vector<std::pair<std::string, const par::kernel*>> chosen_strategies(const 
   return chosen;
 }
 
+// "name=integer", a strategy parameter given as `option` (--param), or usage_error: "gather=1
+// mode=exact", "gather=" and "gather=99999999999999999999" (past 64 bits) are refused.
+std::pair<std::string, std::int64_t> parse_param(const std::string& kv, std::string_view option) {
+  const auto eq = kv.find('=');
+  const char* end = kv.data() + kv.size();
+  const char* first = eq == std::string::npos ? end : kv.data() + eq + 1;
+  std::int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(first, end, value);
+  if (eq == std::string::npos || eq == 0 || first == end || ec != std::errc() || ptr != end)
+    throw usage_error(std::string(option) + " '" + kv +
+                      "' is not name=integer (a 64-bit integer, e.g. gather=0)");
+  return {kv.substr(0, eq), value};
+}
+
 // --param name=value pins, each a parameter of some chosen strategy.
 std::map<std::string, std::int64_t> parse_pins(
     const verify_options& o,
     const std::vector<std::pair<std::string, const par::kernel*>>& chosen) {
   std::map<std::string, std::int64_t> pinned;
   for (const std::string& kv : o.params) {
-    const auto eq = kv.find('=');
-    std::int64_t value = 0;
-    const char* end = kv.data() + kv.size();
-    if (eq == std::string::npos || std::from_chars(kv.data() + eq + 1, end, value).ptr != end ||
-        eq + 1 == kv.size())
-      throw usage_error("--param '" + kv + "' is not name=integer");
-    const std::string name = kv.substr(0, eq);
+    const auto [name, value] = parse_param(kv, "--param");
     bool known = false;
     for (const auto& [n, s] : chosen)
       for (const auto& ps : s->info().params) known = known || ps.name == name;
@@ -520,7 +591,7 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
     return std::nullopt;
   }
   results::failure_record f = record_of("replay", line, v, &c, program, mask);
-  print_failure(c.strategy, f);
+  std::fputs(failure_text(c.strategy, f).c_str(), stdout);
   return f;
 }
 
@@ -545,7 +616,7 @@ struct replay_plan {
 // named kernel rejects, are bad usage; a case needing more workers than launched is skipped.
 replay_plan plan_replays(const catalogue& cat, const std::vector<corpus::line>& lines,
                          const std::string& where, const chosen_list& chosen, bool corpus_mode,
-                         int ranks) {
+                         int ranks, std::int64_t limit) {
   replay_plan plan;
   for (const corpus::line& l : lines) {
     const std::string at = where + ":" + std::to_string(l.number);
@@ -578,6 +649,12 @@ replay_plan plan_replays(const catalogue& cat, const std::vector<corpus::line>& 
       if (c.p > ranks) {
         plan.skipped.push_back(at + ": " + t + " needs p=" + std::to_string(c.p) + " workers; " +
                                std::to_string(ranks) + " ranks launched");
+        continue;
+      }
+      try {
+        prop::check_footprint(cat.need(t), c, limit);
+      } catch (const error& e) {
+        plan.skipped.push_back(at + ": " + e.what());
         continue;
       }
       plan.cases.push_back({std::move(c), l.number});
@@ -625,6 +702,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
   results::run_results rr = new_run(o, mask, d.ranks(), program);
   bool written = true;
   int status = 0, failed = 0;
+  std::size_t done = 0;
   for (const planned_case& pc : plan.cases) {
     const auto start = clock::now();
     const prop::case_verdict v = d.run(pc.c, mask);
@@ -637,6 +715,9 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
     }
     it->add(v);
     it->seconds += std::chrono::duration<double>(clock::now() - start).count();
+    ++done;
+    prop::last_words::finished(std::to_string(done) + " of " + std::to_string(plan.cases.size()) +
+                               " cases finished (their verdicts are above)\n");
     if (auto f = print_case_verdict(pc.c, v, pc.line, mask, program)) {
       it->failures.push_back(std::move(*f));
       status = 1;
@@ -713,63 +794,70 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     if (!res.passed()) status = 1;
     rr.strategies.push_back(std::move(res));
     written = try_write_results(o, rr) && written;
+    prop::last_words::finished(suite_table(rr) + failures_text(rr) +
+                               std::to_string(rr.strategies.size()) + " of " +
+                               std::to_string(chosen.size()) + " strategies finished\n");
   }
   d.stop();
   rr.complete = true;
   written = try_write_results(o, rr) && written;
-  int width = 28;
-  for (const auto& r : rr.strategies) width = std::max(width, static_cast<int>(r.name.size()));
-  print_table_header(width);
+  std::fputs(suite_table(rr).c_str(), stdout);
   int passed = 0;
-  for (const auto& res : rr.strategies) {
-    prop::strategy_report r;
-    r.name = res.name;
-    r.cases = res.cases;
-    r.passed = res.passed();
-    r.not_claimed = res.not_claimed;
-    r.not_measured = res.not_measured;
-    r.seconds = res.seconds;
-    r.worst_error = res.worst_error;
-    r.peak_bytes = res.peak_bytes;
-    r.bound_bytes = res.bound_bytes;
-    print_report_row(r, width);
-    passed += r.passed ? 1 : 0;
-  }
+  for (const auto& res : rr.strategies) passed += res.passed() ? 1 : 0;
   if (!o.corpus.empty()) {
     std::printf("corpus %s: %d cases replayed, %d failed; %zu new failures appended\n",
                 o.corpus.c_str(), replayed, replay_failed, appended.size());
     for (const std::string& why : corpus_plan.skipped) std::printf("  skipped %s\n", why.c_str());
   }
-  for (const auto& r : rr.strategies)
-    for (const auto& f : r.failures) print_failure(r.name, f);
+  std::fputs(failures_text(rr).c_str(), stdout);
   std::printf("%d passed, %zu failed\n", passed,
               rr.strategies.size() - static_cast<std::size_t>(passed));
   return written ? status : 2;
 }
 
+// The default memory limit per rank: the machine's share of each rank on it.
+std::int64_t default_limit(const par::comm& world) {
+  MPI_Comm here = MPI_COMM_NULL;
+  par::check_mpi(
+      MPI_Comm_split_type(world.native_handle(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &here),
+      "ranks on this node");
+  int n = 1;
+  MPI_Comm_size(here, &n);
+  MPI_Comm_free(&here);
+  return prop::default_memory_limit(n);
+}
+
+// The watchdog's limit: positive, finite and at most 10⁶ s (11.6 days), which any clock holds.
+void check_case_timeout(double seconds) {
+  if (!(seconds > 0) || !std::isfinite(seconds) || seconds > 1e6)
+    throw usage_error("--case-timeout must be a number of seconds in (0, 1000000]");
+}
+
 int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
   if (o.cases < 1) throw usage_error("--cases must be at least 1");
-  if (!(o.case_timeout > 0) || !std::isfinite(o.case_timeout))
-    throw usage_error("--case-timeout must be a positive number of seconds");
+  check_case_timeout(o.case_timeout);
   const unsigned mask = prop::parse_properties(o.properties);
   std::optional<par::backend> forced;
   if (!o.backend.empty()) forced = par::parse_backend(o.backend);
   const auto chosen = chosen_strategies(cat, o, forced.has_value());
+  par::comm world = par::comm::world();
+  const std::int64_t limit = o.memory_limit > 0 ? o.memory_limit : default_limit(world);
   par::run_case replay_case;
   if (!o.replay.empty()) {
     replay_case = par::run_case::parse(o.replay);
-    par::complete_and_validate(cat.need(replay_case.strategy), replay_case);
+    const par::kernel& k = cat.need(replay_case.strategy);
+    if (replay_case.p > world.size())
+      throw usage_error("the case needs p=" + std::to_string(replay_case.p) + " workers; only " +
+                        std::to_string(world.size()) + " ranks were launched (mpirun -n " +
+                        std::to_string(replay_case.p) + ")");
+    par::complete_and_validate(k, replay_case);
+    prop::check_footprint(k, replay_case, limit);
   }
   const std::map<std::string, std::int64_t> pinned = parse_pins(o, chosen);
-  par::comm world = par::comm::world();
   if (o.p < 0 || o.p > world.size())
     throw usage_error("--p " + std::to_string(o.p) + ": between 1 and the " +
                       std::to_string(world.size()) + " ranks launched");
   check_pins(chosen, pinned, o.p, world.size());
-  if (replay_case.p > world.size())
-    throw usage_error("the case needs p=" + std::to_string(replay_case.p) + " workers; only " +
-                      std::to_string(world.size()) + " ranks were launched (mpirun -n " +
-                      std::to_string(replay_case.p) + ")");
   // The leader reads the replay lines (stdin reaches rank 0 only) and tries the result files;
   // every rank learns whether that went well.
   replay_plan plan;
@@ -780,11 +868,17 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
       if (!o.replay_file.empty())
         plan = plan_replays(cat, corpus::read_lines(o.replay_file, false),
                             o.replay_file == "-" ? "stdin" : o.replay_file, chosen, false,
-                            world.size());
+                            world.size(), limit);
       if (!o.corpus.empty())
         plan = plan_replays(cat, corpus::read_lines(o.corpus, true), o.corpus, chosen, true,
-                            world.size());
+                            world.size(), limit);
       write_results(o, new_run(o, mask, world.size(), program));
+      if (!o.log_cases.empty()) {
+        std::FILE* f = std::fopen(o.log_cases.c_str(), "a");
+        if (f == nullptr)
+          throw usage_error("--log-cases: cannot open " + o.log_cases + " for appending");
+        std::fclose(f);
+      }
     } catch (const error& e) {
       plan_error = e.what();
     }
@@ -795,6 +889,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   prop::driver d(
       world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout, program);
   int status = 0;
+  if (d.leader() && !o.log_cases.empty()) d.log_cases(o.log_cases);
   if (!d.leader()) {
     d.serve();
   } else if (!o.replay.empty() || !o.replay_file.empty()) {
@@ -808,6 +903,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     so.pins.backend = forced;
     if (o.p > 0) so.pins.p = o.p;
     so.pins.params = pinned;
+    so.memory_limit = limit;
     status = run_suite(d, cat, chosen, so, program, o, std::move(plan));
   }
   std::fflush(stdout);
@@ -818,8 +914,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
 int do_selftest(const catalogue& cat, const prop::selftest_options& o, double timeout,
                 const std::string& program) {
   if (o.cases < 1) throw usage_error("--cases must be at least 1");
-  if (!(timeout > 0) || !std::isfinite(timeout))
-    throw usage_error("--case-timeout must be a positive number of seconds");
+  check_case_timeout(timeout);
   par::comm world = par::comm::world();
   prop::driver d(
       world, [&](std::string_view n) { return cat.find(n); }, timeout, program);
@@ -850,25 +945,52 @@ int cli_main(int argc, char** argv, par::registry extra) {
   verify_options vo;
   auto* verify = app.add_subcommand(
       "verify", "Run the properties on generated cases (under mpirun; rank 0 drives)");
-  verify->add_option("--strategy", vo.strategies, "Strategy to verify (repeatable; default: all)");
-  verify->add_option("--cases", vo.cases, "Cases per strategy")->capture_default_str();
-  verify->add_option("--seed", vo.seed, "RapidCheck seed")->capture_default_str();
+  // A seed is 0 … 2⁶⁴−1 written in digits: "-1" would otherwise wrap to 2⁶⁴−1.
+  const CLI::Validator unsigned_integer(
+      [](const std::string& v) {
+        std::uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        return v.empty() || ec != std::errc() || end != v.data() + v.size()
+                   ? std::string("must be an integer from 0 to 18446744073709551615")
+                   : std::string();
+      },
+      "UINT");
+  // A text option must not be given empty: `--replay ''` would otherwise run the whole suite.
+  const CLI::Validator not_empty(
+      [](const std::string& v) { return v.empty() ? std::string("must not be empty") : ""; },
+      "TEXT");
+  auto* strategy_opt = verify->add_option("--strategy", vo.strategies,
+                                          "Strategy to verify (repeatable; default: all)");
+  auto* cases_opt =
+      verify->add_option("--cases", vo.cases, "Cases per strategy")->capture_default_str();
+  auto* seed_opt = verify->add_option("--seed", vo.seed, "RapidCheck seed")
+                       ->capture_default_str()
+                       ->check(unsigned_integer);
   auto* replay_opt =
-      verify->add_option("--replay", vo.replay, "Run exactly one case, given by its replay line");
-  auto* replay_file_opt = verify->add_option(
-      "--replay-file", vo.replay_file,
-      "Run the cases of a file of replay lines, one a line ('-': stdin); a line without "
-      "strategy= runs on every kernel under test that takes it");
-  auto* corpus_opt = verify->add_option(
-      "--corpus", vo.corpus,
-      "Regression corpus: replay its lines on the kernels under test first, then append every "
-      "new shrunk failure");
+      verify->add_option("--replay", vo.replay, "Run exactly one case, given by its replay line")
+          ->check(not_empty);
+  auto* replay_file_opt =
+      verify
+          ->add_option("--replay-file", vo.replay_file,
+                       "Run the cases of a file of replay lines, one a line ('-': stdin); a line "
+                       "without strategy= runs on every kernel under test that takes it")
+          ->check(not_empty);
+  auto* corpus_opt =
+      verify
+          ->add_option("--corpus", vo.corpus,
+                       "Regression corpus: replay its lines on the kernels under test first, then "
+                       "append every new shrunk failure")
+          ->check(not_empty);
   replay_opt->excludes(replay_file_opt)->excludes(corpus_opt);
   replay_file_opt->excludes(corpus_opt);
-  verify->add_option("--junit", vo.junit,
-                     "Write JUnit XML results to this file (rewritten as each strategy finishes)");
-  verify->add_option("--json", vo.json,
-                     "Write JSON results to this file (rewritten as each strategy finishes)");
+  verify
+      ->add_option("--junit", vo.junit,
+                   "Write JUnit XML results to this file (rewritten as each strategy finishes)")
+      ->check(not_empty);
+  verify
+      ->add_option("--json", vo.json,
+                   "Write JSON results to this file (rewritten as each strategy finishes)")
+      ->check(not_empty);
   verify
       ->add_option("--property", vo.properties,
                    "Properties to check: all, or a list of forward,backward,ledger,memory,"
@@ -879,12 +1001,30 @@ int cli_main(int argc, char** argv, par::registry extra) {
                    "Seconds before the watchdog ends a hung case")
       ->capture_default_str();
   verify->add_flag("--quiet", vo.quiet, "No progress lines");
-  verify->add_option("--p", vo.p, "Run every case on exactly this many workers (default: drawn)");
-  verify->add_option("--param", vo.params,
-                     "Pin a strategy parameter in every case, e.g. dp=2 (repeatable)");
-  verify->add_option("--backend", vo.backend,
-                     "Run every case's collectives on this backend: mpi or native (default: "
-                     "drawn per case)");
+  auto* p_opt = verify->add_option("--p", vo.p,
+                                   "Run every case on exactly this many workers (default: drawn)");
+  auto* param_opt = verify->add_option(
+      "--param", vo.params, "Pin a strategy parameter in every case, e.g. dp=2 (repeatable)");
+  verify
+      ->add_option("--memory-limit", vo.memory_limit,
+                   "Refuse a case whose footprint on a rank is above this, e.g. 2GiB (default: 3/4 "
+                   "of the machine's memory shared by the ranks on it)")
+      ->transform(CLI::AsSizeValue(false));
+  verify
+      ->add_option("--log-cases", vo.log_cases,
+                   "Append every case line to this file before the case runs (replays with "
+                   "--replay-file)")
+      ->check(not_empty);
+  auto* backend_opt = verify->add_option("--backend", vo.backend,
+                                         "Run every case's collectives on this backend: mpi or "
+                                         "native (default: drawn per case)");
+  // A replay line is the whole case: what would change it, or pick cases, is refused beside it
+  // rather than ignored. A replay file's lines pick their kernels from --strategy.
+  for (CLI::Option* o : {cases_opt, seed_opt, p_opt, param_opt, backend_opt}) {
+    replay_opt->excludes(o);
+    replay_file_opt->excludes(o);
+  }
+  replay_opt->excludes(strategy_opt);
 
   std::string ex_name, ex_dtype = "f64", ex_layout = "out_in", ex_backend = "mpi", ex_hidden,
                        ex_act = "identity";
@@ -912,6 +1052,10 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--part", ex_parts, "A partition, e.g. M=3,0,4 (default balanced)");
   explain->add_option("--param", ex_params, "A strategy parameter, e.g. gather=0");
   explain->add_flag("--json", ex_json, "JSON output");
+  std::vector<int> ex_ranks;
+  explain->add_option("--rank", ex_ranks,
+                      "Show only these ranks (repeatable; default: every rank up to 64, else "
+                      "ranks 0, 1 and the last)");
   bool ex_record = false;
   explain->add_flag("--record", ex_record,
                     "Run the case once on p ranks (under mpirun) and show what each rank recorded");
@@ -921,14 +1065,16 @@ int cli_main(int argc, char** argv, par::registry extra) {
   auto* selftest = app.add_subcommand(
       "selftest", "Run the properties against every mutant; exit 0 only if all are caught");
   selftest->add_option("--cases", st.cases, "Cases per mutant at most")->capture_default_str();
-  selftest->add_option("--seed", st.seed, "RapidCheck seed")->capture_default_str();
+  selftest->add_option("--seed", st.seed, "RapidCheck seed")
+      ->capture_default_str()
+      ->check(unsigned_integer);
   selftest->add_option("--case-timeout", st_timeout, "Watchdog seconds")->capture_default_str();
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    return code == 0 ? prop::exit_code::pass : prop::exit_code::usage;
   }
 
   if (verify->parsed()) {
@@ -936,15 +1082,31 @@ int cli_main(int argc, char** argv, par::registry extra) {
       corpus::check_length(vo.replay, "--replay");
     } catch (const error& e) {
       std::fprintf(stderr, "shardcheck: %s\n", e.what());
-      return 2;
+      return prop::exit_code::usage;
     }
   }
   const bool needs_mpi = verify->parsed() || selftest->parsed() || (explain->parsed() && ex_record);
   std::unique_ptr<par::environment> env;
-  if (needs_mpi) env = std::make_unique<par::environment>(argc, argv);
   int rank = 0;
-  if (needs_mpi) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // Every error ends with its exit code (README, "Exit codes"); none escapes as an exception.
+  // A usage error is found alike on every rank, which all return; a runtime error may be one
+  // rank's alone, so it ends the job (MPI_Abort) rather than wait in MPI_Finalize for the others.
+  const auto fail = [&](int code, const char* kind, const char* what) {
+    if (rank == 0 || code != prop::exit_code::usage)
+      std::fprintf(stderr, "shardcheck: %s%s\n", kind, what);
+    int size = 1;
+    if (env != nullptr && code != prop::exit_code::usage) {
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      std::fflush(stderr);
+      if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    }
+    return code;
+  };
   try {
+    if (needs_mpi) {
+      env = std::make_unique<par::environment>(argc, argv);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    }
     if (list->parsed()) return do_list(cat);
     if (explain->parsed()) {
       par::run_case c = default_case(cat.need(ex_name), ex_p, ex_m, ex_n, ex_k);
@@ -960,18 +1122,24 @@ int cli_main(int argc, char** argv, par::registry extra) {
         c.parts.emplace(kv.substr(0, eq), par::partition::parse(kv.substr(eq + 1)));
       }
       for (const auto& kv : ex_params) {
-        const auto pc = par::run_case::parse("strategy=x p=1 M=0 N=0 K=0 " + kv);
-        c.params.insert(pc.params.begin(), pc.params.end());
+        const auto [name, value] = parse_param(kv, "--param");
+        if (!c.params.emplace(name, value).second)
+          throw usage_error("--param " + name + " given twice");
       }
-      return do_explain(cat, ex_name, c, ex_json, ex_record);
+      return do_explain(cat, ex_name, c, ex_json, ex_ranks, ex_record);
     }
     if (verify->parsed()) return do_verify(cat, vo, program);
     if (selftest->parsed()) return do_selftest(cat, st, st_timeout, program);
+  } catch (const mpi_error& e) {
+    return fail(prop::exit_code::runtime, "MPI error: ", e.what());
   } catch (const shardcheck::error& e) {
-    if (rank == 0) std::fprintf(stderr, "shardcheck: %s\n", e.what());
-    return 2;
+    return fail(prop::exit_code::usage, "", e.what());
+  } catch (const std::bad_alloc& e) {
+    return fail(prop::exit_code::runtime, "out of memory: ", e.what());
+  } catch (const std::exception& e) {
+    return fail(prop::exit_code::runtime, "runtime error: ", e.what());
   }
-  return 2;
+  return prop::exit_code::usage;
 }
 
 }  // namespace shardcheck

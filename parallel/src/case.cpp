@@ -87,7 +87,9 @@ run_case run_case::parse(std::string_view line) {
   for (const char* required : {"strategy", "p", "M", "N", "K"})
     if (seen.count(required) == 0)
       throw invalid_problem(std::string("replay line: missing ") + required + "=");
-  if (c.p < 1) throw invalid_problem("replay line: p must be at least 1");
+  if (c.p < 1 || c.p > max_parts)
+    throw invalid_problem("replay line: p=" + std::to_string(c.p) + ": p must be between 1 and " +
+                          std::to_string(max_parts));
   c.prob.validate();
   return c;
 }

@@ -7,6 +7,15 @@
 
 namespace shardcheck::par {
 
+std::size_t checked_elements(std::size_t r, std::size_t c, std::size_t elem) {
+  std::size_t n = 0, bytes = 0;
+  if (__builtin_mul_overflow(r, c, &n) || __builtin_mul_overflow(n, elem, &bytes) ||
+      bytes > static_cast<std::size_t>(INT64_MAX))
+    throw invalid_problem("a " + std::to_string(r) + " × " + std::to_string(c) +
+                          " matrix does not fit in 64-bit byte counts");
+  return n;
+}
+
 any_matrix make_matrix(dtype t, std::size_t rows, std::size_t cols) {
   return t == dtype::f32 ? make_matrix<float>(rows, cols) : make_matrix<double>(rows, cols);
 }
@@ -206,7 +215,9 @@ std::vector<int> coords_of(int rank, const std::vector<int>& dims) {
 
 void complete_and_validate(const kernel& s, run_case& c) {
   const std::string who = "case for " + s.name() + ": ";
-  if (c.p < 1) throw invalid_problem(who + "p must be at least 1");
+  if (c.p < 1 || c.p > max_parts)
+    throw invalid_problem(who + "p=" + std::to_string(c.p) + ": p must be between 1 and " +
+                          std::to_string(max_parts));
   c.prob.validate();
   const kernel_info& info = s.info();
   if (!info.supports(c.prob.type))

@@ -9,16 +9,22 @@ namespace shardcheck::par {
 
 partition::partition(std::vector<std::int64_t> sizes) : sizes_(std::move(sizes)) {
   if (sizes_.empty()) throw invalid_problem("partition: no parts");
+  if (sizes_.size() > static_cast<std::size_t>(max_parts))
+    throw invalid_problem("partition: " + std::to_string(sizes_.size()) +
+                          " parts is above the limit of " + std::to_string(max_parts));
   offsets_.assign(1, 0);
   for (auto s : sizes_) {
     if (s < 0) throw invalid_problem("partition: negative part size " + std::to_string(s));
-    offsets_.push_back(offsets_.back() + s);
+    offsets_.push_back(checked_add(offsets_.back(), s, "partition: the sum of the part sizes"));
   }
 }
 
 partition partition::balanced(std::int64_t n, int p) {
   if (p < 1) throw invalid_problem("partition: need at least one part");
   if (n < 0) throw invalid_problem("partition: negative length " + std::to_string(n));
+  if (p > max_parts)
+    throw invalid_problem("partition: " + std::to_string(p) + " parts is above the limit of " +
+                          std::to_string(max_parts));
   std::vector<std::int64_t> sizes(static_cast<std::size_t>(p), n / p);
   for (std::int64_t r = 0; r < n % p; ++r) ++sizes[static_cast<std::size_t>(r)];
   return partition(std::move(sizes));
@@ -36,6 +42,8 @@ partition partition::parse(std::string_view s) {
     if (item.empty() || ec != std::errc() || end != item.data() + item.size())
       throw invalid_problem("partition: '" + std::string(s) +
                             "' is not a comma-separated list of part sizes like 3,0,4");
+    if (sizes.size() == static_cast<std::size_t>(max_parts))
+      throw invalid_problem("partition: more than " + std::to_string(max_parts) + " parts");
     sizes.push_back(v);
     if (comma == std::string_view::npos) break;
     pos = comma + 1;
@@ -55,7 +63,7 @@ int partition::owner(std::int64_t i) const {
 
 std::vector<std::int64_t> partition::scaled(std::int64_t scale) const {
   std::vector<std::int64_t> out(sizes_);
-  for (auto& v : out) v *= scale;
+  for (auto& v : out) v = checked_mul(v, scale, "partition: a part's scaled size");
   return out;
 }
 

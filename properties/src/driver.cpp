@@ -2,17 +2,22 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include <rapidcheck/detail/Configuration.h>
 
+#include "shardcheck/properties/exit_codes.hpp"
+#include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/generators.hpp"
+#include "shardcheck/properties/last_words.hpp"
 #include "shrink.hpp"
 
 namespace shardcheck::prop {
@@ -62,7 +67,7 @@ struct driver::watchdog {
                        seconds_, line_.c_str());
           std::fflush(stderr);
         }
-        std::_Exit(3);
+        std::_Exit(exit_code::watchdog);
       }
     }
   }
@@ -126,6 +131,7 @@ driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::
   for (int p = 1; p <= world_.size(); ++p)
     subs_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
   dog_ = std::make_unique<watchdog>(timeout_, leader());
+  last_words::install(world_.rank(), leader());
 }
 
 driver::~driver() = default;
@@ -151,7 +157,9 @@ case_verdict driver::execute(const std::string& message) {
   dog_->arm(line);
   try {
     par::run_case c = par::run_case::parse(line);
-    dog_->arm(replay_command(program_, c, mask));
+    const std::string replay = replay_command(program_, c, mask);
+    dog_->arm(replay);
+    last_words::running(replay);
     const subject* s = find_(c.strategy);
     if (s == nullptr || s->k == nullptr)
       throw invalid_problem("unknown strategy '" + c.strategy + "'");
@@ -207,6 +215,7 @@ case_verdict driver::execute(const std::string& message) {
     }
   }
   dog_->disarm();
+  last_words::idle();
   return out;
 }
 
@@ -214,8 +223,18 @@ case_verdict driver::run(const par::run_case& c, unsigned mask) {
   if (std::getenv("SHARDCHECK_TRACE") != nullptr)
     std::fprintf(stderr, "case: %s\n", c.to_string().c_str());
   const std::string message = std::to_string(mask) + " " + c.to_string();
+  if (case_log_ != nullptr) {
+    std::fprintf(case_log_.get(), "%s\n", c.to_string().c_str());
+    std::fflush(case_log_.get());
+  }
   send_command(world_, message);
   return execute(message);
+}
+
+void driver::log_cases(const std::string& path) {
+  case_log_.reset(std::fopen(path.c_str(), "a"));
+  if (case_log_ == nullptr)
+    throw error("--log-cases: cannot open " + path + " for appending: " + std::strerror(errno));
 }
 
 void driver::stop() {
@@ -278,6 +297,8 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   const auto property = [&] {
     par::run_case c = *gen;
     c.strategy = name;
+    if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c).bytes > o.memory_limit)
+      RC_DISCARD("above the memory limit");
     const case_verdict v = run(c, o.mask);
     ++evaluated;
     if (!failing) ++report.cases;

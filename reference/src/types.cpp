@@ -76,6 +76,36 @@ void problem::validate() const {
   if (hidden.empty() && act != activation::identity)
     throw invalid_problem("act=" + std::string(to_string(act)) +
                           " needs hidden widths (H=...): one layer has no activation");
+  // Every tensor's bytes, and their sum, in the widest dtype: X, each W_l (and its dW_l), each
+  // activation (M × d_l, including Y).
+  const std::vector<std::int64_t> d = widths();
+  std::int64_t total = checked_mul(checked_mul(M, K, "X elements"), 8, "X bytes");
+  for (std::size_t l = 1; l < d.size(); ++l) {
+    // "W" and "Y" for a single layer; "W1", "H1", "W2", "Y" in a stack.
+    const std::string n = d.size() == 2 ? "" : std::to_string(l);
+    const std::string out = l + 1 == d.size() ? "Y" : "H" + n;
+    const std::int64_t w =
+        checked_mul(checked_mul(d[l], d[l - 1], "W" + n + " elements"), 8, "W" + n + " bytes");
+    const std::int64_t h = checked_mul(checked_mul(M, d[l], out + " elements"), 8, out + " bytes");
+    total = checked_add(total, checked_add(checked_mul(w, 2, "W and dW bytes"), h, "bytes"),
+                        "the problem's bytes");
+  }
+}
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view what) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw invalid_problem(std::string(what) + ": " + std::to_string(a) + " × " + std::to_string(b) +
+                          " does not fit in 64 bits");
+  return out;
+}
+
+std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view what) {
+  std::int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    throw invalid_problem(std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) +
+                          " does not fit in 64 bits");
+  return out;
 }
 
 std::vector<std::int64_t> problem::widths() const {

@@ -9,17 +9,26 @@
 
 namespace shardcheck::par {
 
+// r × c, or invalid_problem when the product (or its bytes, `elem` each) overflows.
+[[nodiscard]] std::size_t checked_elements(std::size_t r, std::size_t c, std::size_t elem);
+
 template <class T>
 struct matrix {
   std::size_t rows = 0, cols = 0;
   mem::tracked_vector<T> data;
 
   matrix() = default;
-  matrix(std::size_t r, std::size_t c) : rows(r), cols(c), data(r * c) {}
+  // Throws invalid_problem when r × c elements do not fit in memory's address range.
+  matrix(std::size_t r, std::size_t c) : rows(r), cols(c), data(elements(r, c)) {}
   [[nodiscard]] T* row(std::size_t i) { return data.data() + i * cols; }
   [[nodiscard]] const T* row(std::size_t i) const { return data.data() + i * cols; }
   [[nodiscard]] std::span<T> span() { return {data.data(), data.size()}; }
   [[nodiscard]] std::span<const T> span() const { return {data.data(), data.size()}; }
+
+ private:
+  static std::size_t elements(std::size_t r, std::size_t c) {
+    return checked_elements(r, c, sizeof(T));
+  }
 };
 
 using any_matrix = std::variant<matrix<float>, matrix<double>>;

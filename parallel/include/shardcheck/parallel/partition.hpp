@@ -9,10 +9,13 @@
 
 namespace shardcheck::par {
 
+// The most workers a case may have, and so the most parts of a partition: 2^20.
+inline constexpr int max_parts = 1 << 20;
+
 class partition {
  public:
   partition() = default;
-  // Throws invalid_problem on a negative size.
+  // Throws invalid_problem on a negative size or a length that does not fit in 64 bits.
   explicit partition(std::vector<std::int64_t> sizes);
   // torch.chunk-free balanced split: the first n mod p parts get one more.
   [[nodiscard]] static partition balanced(std::int64_t n, int p);

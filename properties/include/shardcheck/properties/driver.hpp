@@ -5,6 +5,7 @@
 // wait; the verdict is reduced back to rank 0, which asserts. A STOP message ends the followers.
 // A per-case watchdog ends the whole job, printing the case's replay line, when a case hangs.
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,6 +31,9 @@ struct suite_options {
   // until no single simplification still fails, in at most shrink_max_runs runs begun within
   // shrink_seconds. The selftest, which asks only whether a cell is caught, turns it off.
   bool local_minimum = true;
+  // A drawn case whose footprint on some rank is above this many bytes is discarded, never run
+  // (footprint.hpp); generated shapes are small, so only pins can lead there.
+  std::int64_t memory_limit = INT64_MAX;
   int shrink_max_runs = 200;
   double shrink_seconds = 60;
 };
@@ -94,6 +98,10 @@ class driver {
   // what o pins stays.
   shrunk minimize(const subject& s, const par::run_case& c, const case_verdict& v,
                   const suite_options& o);
+  // Leader only: from now on, every case line is appended to `path` (and flushed) before the
+  // case runs, so a crash or an interrupt leaves it there; the file replays with --replay-file.
+  // Throws error when the file cannot be opened.
+  void log_cases(const std::string& path);
   // Leader only: ends the followers' serve().
   void stop();
   // Followers: run what the leader sends until STOP.
@@ -108,6 +116,7 @@ class driver {
   std::vector<par::comm> subs_;  // subs_[p-1]: ranks 0..p-1
   struct watchdog;
   std::unique_ptr<watchdog> dog_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> case_log_{nullptr, &std::fclose};
 };
 
 // The command that replays a case, checking the properties in `mask`, under the Open MPI settings

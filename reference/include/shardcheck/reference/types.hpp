@@ -45,6 +45,11 @@ enum class activation { identity, relu };
 
 [[nodiscard]] constexpr std::size_t size_of(dtype t) { return t == dtype::f32 ? 4 : 8; }
 
+// Checked size arithmetic: the exact result, or invalid_problem naming `what` when it does not
+// fit in 64 bits. checked_mul(1 << 40, 1 << 30, "Y elements") throws "Y elements: 2^40 × 2^30 …".
+[[nodiscard]] std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view what);
+[[nodiscard]] std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view what);
+
 template <class T>
 constexpr dtype dtype_of();
 template <>
@@ -67,7 +72,8 @@ struct problem {
   weight_layout layout = weight_layout::out_in;
   std::vector<std::int64_t> hidden{};
   activation act = activation::identity;
-  // Throws invalid_problem on a negative dimension, or an activation without hidden widths.
+  // Throws invalid_problem on a negative dimension, an activation without hidden widths, or a
+  // tensor whose byte count (elements × 8, for either dtype) does not fit in 64 bits.
   void validate() const;
   [[nodiscard]] std::size_t layers() const { return hidden.size() + 1; }
   // d_0 = K, the hidden widths, d_L = N.

@@ -1,0 +1,75 @@
+// Kernels that die, for the tests of what a dying run says (last_words.hpp): each is
+// data_parallel with one fault in its forward pass, on the last rank of the case.
+//   crash_segv   writes through a null pointer (SIGSEGV)
+//   crash_abort  calls std::abort (SIGABRT)
+//   crash_fpe    raises SIGFPE
+//   sleeps       sleeps for a minute, so that a test can interrupt the run mid-case
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <shardcheck/cli.hpp>
+
+namespace sc = shardcheck::par;
+
+namespace {
+
+enum class fault { segv, abort, fpe, sleep };
+
+class dying final : public sc::kernel {
+ public:
+  dying(const sc::kernel& inner, std::string name, fault f) : inner_(inner), fault_(f) {
+    info_ = inner.info();
+    info_.name = std::move(name);
+  }
+  [[nodiscard]] const sc::kernel_info& info() const override { return info_; }
+  [[nodiscard]] std::vector<int> mesh_dims(const sc::run_case& c) const override {
+    return inner_.mesh_dims(c);
+  }
+  [[nodiscard]] sc::layout placement(sc::tensor_slot t, const sc::run_case& c) const override {
+    return inner_.placement(t, c);
+  }
+  [[nodiscard]] sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
+    return inner_.cost(c, coords);
+  }
+  void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
+    if (ctx.grid.all().rank() == c.p - 1) die();
+    inner_.forward(ctx, c, io);
+  }
+  void backward(sc::context& ctx, const sc::run_case& c, const sc::backward_io& io) const override {
+    inner_.backward(ctx, c, io);
+  }
+
+ private:
+  void die() const {
+    switch (fault_) {
+      case fault::segv: {
+        volatile int* nowhere = nullptr;
+        *nowhere = 1;
+        break;
+      }
+      case fault::abort: std::abort();
+      case fault::fpe: std::raise(SIGFPE); break;
+      case fault::sleep: std::this_thread::sleep_for(std::chrono::seconds(60)); break;
+    }
+  }
+  const sc::kernel& inner_;
+  sc::kernel_info info_;
+  fault fault_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  static const sc::registry builtin = sc::builtin_strategies();
+  const sc::kernel& base = *builtin.find("data_parallel");
+  sc::registry mine;
+  mine.add(std::make_unique<dying>(base, "crash_segv", fault::segv));
+  mine.add(std::make_unique<dying>(base, "crash_abort", fault::abort));
+  mine.add(std::make_unique<dying>(base, "crash_fpe", fault::fpe));
+  mine.add(std::make_unique<dying>(base, "sleeps", fault::sleep));
+  return shardcheck::cli_main(argc, argv, std::move(mine));
+}

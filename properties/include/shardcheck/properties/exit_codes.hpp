@@ -1,0 +1,14 @@
+#pragma once
+// shardcheck's exit codes, one per way a run can end (README: "Exit codes").
+namespace shardcheck::prop::exit_code {
+
+inline constexpr int pass = 0;           // every property held on every case
+inline constexpr int failed = 1;         // a property failed (the replay line is printed)
+inline constexpr int usage = 2;          // bad usage: an option, a case line, a file, a limit
+inline constexpr int watchdog = 3;       // the watchdog ended a case that ran past --case-timeout
+inline constexpr int runtime = 4;        // an MPI or runtime error outside any property
+inline constexpr int crashed = 5;        // a rank crashed (SIGSEGV, SIGBUS, SIGFPE, SIGABRT)
+inline constexpr int interrupted = 130;  // SIGINT (128 + 2)
+inline constexpr int terminated = 143;   // SIGTERM (128 + 15)
+
+}  // namespace shardcheck::prop::exit_code

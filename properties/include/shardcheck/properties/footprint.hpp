@@ -1,0 +1,41 @@
+#pragma once
+// The resource check: what a case would hold on one rank, compared with a limit before the case
+// runs, so that a shape too large for the machine is refused with its footprint instead of being
+// attempted. Example: data_parallel, p = 2, M = N = K = 100000, f64: rank 0 holds X's block
+// (40 GB), W (80 GB), Y (80 GB, twice for the determinism re-run), the reference … → refused.
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "shardcheck/parallel/kernel.hpp"
+
+namespace shardcheck::prop {
+
+// Bytes rank `coords` holds for case c (completed and validated): its inputs' and outputs'
+// blocks (outputs twice: the determinism re-run), the reference of its output blocks with the
+// input panels the reference reads and a double magnitude per element (a stack's whole
+// reference, which every rank computes), and the kernel's claimed peak above its inputs — or
+// its blocks once more when it claims none. Checked arithmetic: invalid_problem on overflow.
+[[nodiscard]] std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
+                                          std::span<const int> coords);
+
+struct footprint {
+  std::int64_t bytes = 0;  // the largest rank's
+  int rank = 0;            // which
+};
+// The largest rank_footprint over c's p ranks.
+[[nodiscard]] footprint footprint_of(const par::kernel& k, const par::run_case& c);
+
+// The default limit per rank: three quarters of this machine's physical memory, shared by the
+// `ranks_here` ranks running on it.
+[[nodiscard]] std::int64_t default_memory_limit(int ranks_here);
+
+// Throws invalid_problem when case c's footprint is above `limit` bytes per rank, e.g.
+// "case for data_parallel needs 120.0 GiB on rank 0 (harness buffers, reference and the kernel's
+// claimed peak), above the memory limit of 4.0 GiB per rank (--memory-limit)".
+void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t limit);
+
+// 512 B, 1.5 KiB, 3.0 MiB, 2.0 GiB.
+[[nodiscard]] std::string human_bytes(std::int64_t b);
+
+}  // namespace shardcheck::prop

@@ -1,0 +1,24 @@
+#pragma once
+// What a dying shardcheck process says, so that no run ends without a line that replays it.
+//
+//   A rank that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGABRT) writes, async-signal-safely,
+//     shardcheck: rank 1 crashed (SIGSEGV) while running a case
+//     replay: mpirun -n 2 --oversubscribe shardcheck verify --replay 'strategy=… p=2 …'
+//   and exits 5 (exit_codes.hpp). The line was prepared before the case began.
+//   SIGINT or SIGTERM: the leader prints the verdicts finished so far and the running case's
+//   replay line, then every rank exits 130 or 143. (mpirun turns SIGINT and SIGTERM into SIGTERM
+//   for its ranks and itself exits 1; a rank signalled directly exits with its own code.)
+#include <string>
+
+namespace shardcheck::prop::last_words {
+
+// Once per process, after MPI_Init: the handlers, and whether this rank is the one that speaks
+// on an interrupt.
+void install(int rank, bool leader);
+// The replay line of the case this rank is about to run; idle() when it is done.
+void running(const std::string& replay);
+void idle();
+// The leader's verdicts so far, as an interrupt prints them (the table, its failures).
+void finished(std::string text);
+
+}  // namespace shardcheck::prop::last_words

@@ -1,0 +1,102 @@
+#include "shardcheck/properties/footprint.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "shardcheck/parallel/plan.hpp"
+
+namespace shardcheck::prop {
+
+namespace {
+using par::tensor;
+
+// checked a·b·c and running sums, each naming what overflowed.
+std::int64_t mul3(std::int64_t a, std::int64_t b, std::int64_t c) {
+  return checked_mul(checked_mul(a, b, "footprint"), c, "footprint");
+}
+}  // namespace
+
+std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
+                            std::span<const int> coords) {
+  const par::case_plan plan = par::plan_of(k, c, coords);
+  const problem& p = c.prob;
+  const auto e = static_cast<std::int64_t>(size_of(p.type));
+  std::int64_t blocks = 0, total = 0;
+  const auto add = [&](std::int64_t& to, std::int64_t v) { to = checked_add(to, v, "footprint"); };
+  for (const par::tensor_plan& t : plan.tensors) {
+    const std::int64_t bytes = mul3(t.region.rows, t.region.cols, e);
+    add(blocks, bytes);
+    if (!t.is_input()) add(total, bytes);  // the determinism re-run's second copy
+  }
+  add(total, blocks);
+  if (p.layers() > 1) {
+    // The whole stack on every rank: X, dY, each W_l, and per layer its output, its gradient
+    // and its dW, each as a value and a double bound.
+    const std::vector<std::int64_t> d = p.widths();
+    std::int64_t all = checked_add(checked_mul(p.M, p.K, "footprint"),
+                                   checked_mul(p.M, p.N, "footprint"), "footprint");
+    for (std::size_t l = 1; l < d.size(); ++l) {
+      add(all, checked_mul(checked_mul(d[l], d[l - 1], "footprint"), 2, "footprint"));
+      add(all, checked_mul(checked_mul(p.M, d[l], "footprint"), 2, "footprint"));
+    }
+    add(total, mul3(all, e + 8, 1));
+  } else {
+    for (const par::tensor_slot& o : plan.outputs) {
+      const par::block& b = plan[o].region;
+      if (b.rows == 0 || b.cols == 0) continue;
+      add(total, mul3(b.rows, b.cols, e + 8));  // the expected value and its magnitude
+      // The input panels expect() generates: Y needs X's rows and W's, dX dY's rows and W's,
+      // dW the M rows of dY and X in its columns.
+      const std::int64_t inner = o.t == tensor::y ? p.K : o.t == tensor::dx ? p.N : p.M;
+      add(total, mul3(checked_add(b.rows, b.cols, "footprint"), inner, e));
+    }
+  }
+  const par::claims cl = k.cost(c, coords);
+  add(total, cl.peak ? std::max(cl.peak->forward, cl.peak->backward) : blocks);
+  return total;
+}
+
+footprint footprint_of(const par::kernel& k, const par::run_case& c) {
+  footprint out;
+  const std::vector<int> dims = k.mesh_dims(c);
+  for (int r = 0; r < c.p; ++r) {
+    const std::int64_t bytes = rank_footprint(k, c, par::coords_of(r, dims));
+    if (bytes > out.bytes) out = {bytes, r};
+  }
+  return out;
+}
+
+std::int64_t default_memory_limit(int ranks_here) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return INT64_MAX;
+  const std::int64_t machine = static_cast<std::int64_t>(pages) * page;
+  return machine / 4 * 3 / std::max(ranks_here, 1);
+}
+
+void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t limit) {
+  const footprint f = footprint_of(k, c);
+  if (f.bytes <= limit) return;
+  throw invalid_problem("case for " + k.name() + " needs " + human_bytes(f.bytes) + " on rank " +
+                        std::to_string(f.rank) +
+                        " (harness buffers, reference and the kernel's claimed peak), above the "
+                        "memory limit of " +
+                        human_bytes(limit) + " per rank (--memory-limit)");
+}
+
+std::string human_bytes(std::int64_t b) {
+  char buf[64];
+  const auto v = static_cast<double>(b);
+  if (b < 1024)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  else if (b < (std::int64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024);
+  else if (b < (std::int64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f GiB", v / (1 << 30));
+  return buf;
+}
+
+}  // namespace shardcheck::prop

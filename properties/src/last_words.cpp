@@ -1,0 +1,146 @@
+#include "shardcheck/properties/last_words.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "shardcheck/properties/exit_codes.hpp"
+
+namespace shardcheck::prop::last_words {
+
+namespace {
+
+// The replay line for the crash handler, in memory set aside before any case: a handler may not
+// allocate. Replay lines are at most 128 KiB (corpus.hpp); the command around one adds a little.
+constexpr std::size_t line_capacity = (128 << 10) + 4096;
+char line_buffer[line_capacity];
+std::atomic<std::size_t> line_length{0};
+char rank_text[16] = "?";
+std::size_t rank_length = 1;
+alignas(16) char alternate_stack[64 << 10];  // a stack overflow still reaches the handler
+
+// The interrupt path: the handler only writes the signal number into a pipe; a thread of our own
+// reads it and, free of the handler's limits, prints and exits.
+int wake_pipe[2] = {-1, -1};
+bool speaks = false;
+std::mutex state;
+std::string finished_text;
+std::string running_line;
+
+void say(const char* s, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+void say(const char* s) { say(s, std::strlen(s)); }
+
+const char* name_of(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    default: return "a signal";
+  }
+}
+
+extern "C" void on_crash(int sig) {
+  say("shardcheck: rank ");
+  say(rank_text, rank_length);
+  say(" crashed (");
+  say(name_of(sig));
+  const std::size_t n = line_length.load();
+  if (n == 0) {
+    say(") outside any case\n");
+  } else {
+    say(") while running a case\nreplay: ");
+    say(line_buffer, n);
+    say("\n");
+  }
+  ::_exit(exit_code::crashed);
+}
+
+extern "C" void on_interrupt(int sig) {
+  if (!speaks) ::_exit(128 + sig);
+  const unsigned char s = static_cast<unsigned char>(sig);
+  if (::write(wake_pipe[1], &s, 1) != 1) ::_exit(128 + sig);
+}
+
+void speak_and_exit() {
+  unsigned char sig = 0;
+  while (::read(wake_pipe[0], &sig, 1) != 1) {
+  }
+  std::lock_guard lock(state);
+  std::fflush(stdout);
+  std::fprintf(stdout, "%s", finished_text.c_str());
+  std::fprintf(stdout, "shardcheck: interrupted (%s)", name_of(sig));
+  if (running_line.empty())
+    std::fprintf(stdout, " between cases\n");
+  else
+    std::fprintf(stdout, " while running a case\nreplay: %s\n", running_line.c_str());
+  std::fflush(stdout);
+  ::_exit(128 + sig);
+}
+
+void handle(int sig, void (*fn)(int), int flags) {
+  struct sigaction sa {};
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = flags;
+  sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace
+
+void install(int rank, bool leader) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    rank_length = static_cast<std::size_t>(std::snprintf(rank_text, sizeof rank_text, "%d", rank));
+    stack_t ss{};
+    ss.ss_sp = alternate_stack;
+    ss.ss_size = sizeof alternate_stack;
+    sigaltstack(&ss, nullptr);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGABRT})
+      handle(sig, on_crash, SA_ONSTACK | SA_RESETHAND);
+    speaks = leader;
+    if (leader && ::pipe(wake_pipe) != 0) speaks = false;
+    if (speaks) std::thread(speak_and_exit).detach();
+    for (int sig : {SIGINT, SIGTERM}) handle(sig, on_interrupt, SA_RESTART);
+  });
+}
+
+void running(const std::string& replay) {
+  line_length.store(0);
+  const std::size_t n = std::min(replay.size(), line_capacity);
+  std::memcpy(line_buffer, replay.data(), n);
+  line_length.store(n);
+  if (speaks) {
+    std::lock_guard lock(state);
+    running_line = replay;
+  }
+}
+
+void idle() {
+  line_length.store(0);
+  if (speaks) {
+    std::lock_guard lock(state);
+    running_line.clear();
+  }
+}
+
+void finished(std::string text) {
+  std::lock_guard lock(state);
+  finished_text = std::move(text);
+}
+
+}  // namespace shardcheck::prop::last_words
