@@ -11,6 +11,7 @@ if(SHARDCHECK_SCALAPACK_LIBRARY)
   add_executable(shardcheck_bench_summa ${CMAKE_CURRENT_LIST_DIR}/summa.cpp)
   target_include_directories(shardcheck_bench_summa PRIVATE ${PROJECT_SOURCE_DIR}/parallel/src)
   target_link_libraries(shardcheck_bench_summa PRIVATE shardcheck::properties shardcheck::new_hook
+                        shardcheck::pmpi
                         benchmark::benchmark ${SHARDCHECK_SCALAPACK_LIBRARY} shardcheck_warnings)
 else()
   message(STATUS "ScaLAPACK (libscalapack-openmpi) not found: shardcheck_bench_summa is not built")

@@ -12,6 +12,13 @@
 //
 //   mpirun -n 2 build/bench/shardcheck_bench_summa
 //
+// Side by side, before timing: the bytes each rank sent and received in one forward, as recorded
+// (SUMMA's mesh collectives through its ledger; PDGEMM's BLACS calls through the PMPI layer, the
+// BLACS grid made from the world communicator inside the recording window), e.g.
+//   recorded square 1×2, bytes sent/received per rank: SUMMA r0 …/… r1 …/…; PDGEMM r0 …/… …
+// PMPI records MPI_Bcast, MPI_Allreduce and point-to-point sends and receives, not MPI_Reduce,
+// which BLACS's ?gsum2d uses when PBLAS combines partial products to one process.
+//
 // Counter GFLOPs = 2·M·N·K / time. Iterations and repetitions are fixed (every rank must run the
 // same collectives); the manual time of an iteration is the slowest rank's; only rank 0 reports.
 #include <benchmark/benchmark.h>
@@ -22,12 +29,14 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpi_bench.hpp"
 #include "shardcheck/parallel/comm.hpp"
 #include "shardcheck/parallel/kernel.hpp"
 #include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/parallel/pmpi.hpp"
 #include "shardcheck/properties/harness.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/check.hpp"
@@ -36,7 +45,8 @@
 #include "strategies/summa.hpp"
 
 extern "C" {
-void Cblacs_get(int context, int what, int* value);
+int Csys2blacs_handle(MPI_Comm comm);
+void Cfree_blacs_system_handle(int handle);
 void Cblacs_gridinit(int* context, const char* order, int nprow, int npcol);
 void Cblacs_gridinfo(int context, int* nprow, int* npcol, int* myrow, int* mycol);
 void Cblacs_gridexit(int context);
@@ -118,14 +128,18 @@ class pdgemm_run {
  public:
   pdgemm_run(const shape& sh, int pr) : sh_(sh) {
     const int pc = world->size() / pr;
-    Cblacs_get(-1, 0, &context_);
+    handle_ = Csys2blacs_handle(world->native_handle());
+    context_ = handle_;
     Cblacs_gridinit(&context_, "Row", pr, pc);
     Cblacs_gridinfo(context_, &nprow_, &npcol_, &myrow_, &mycol_);
     a_ = make(sh.m, sh.k, ref::tensor_id::x);  // X, M×K
     b_ = make(sh.n, sh.k, ref::tensor_id::w);  // W, N×K (out_in)
     c_ = make(sh.m, sh.n, std::nullopt);       // Y, M×N
   }
-  ~pdgemm_run() { Cblacs_gridexit(context_); }
+  ~pdgemm_run() {
+    Cblacs_gridexit(context_);
+    Cfree_blacs_system_handle(handle_);
+  }
   pdgemm_run(const pdgemm_run&) = delete;
   pdgemm_run& operator=(const pdgemm_run&) = delete;
 
@@ -218,7 +232,7 @@ class pdgemm_run {
   }
 
   shape sh_;
-  int context_ = 0, nprow_ = 0, npcol_ = 0, myrow_ = 0, mycol_ = 0;
+  int handle_ = 0, context_ = 0, nprow_ = 0, npcol_ = 0, myrow_ = 0, mycol_ = 0;
   scalapack_matrix a_, b_, c_;
 };
 
@@ -231,6 +245,46 @@ void pdgemm_forward(benchmark::State& st, shape sh, int pr) {
     st.SetIterationTime(t);
   }
   report_rate(st, sh, total);
+}
+
+// Bytes sent and received by this rank in the forward entries of a ledger.
+std::pair<std::int64_t, std::int64_t> forward_bytes(const std::vector<par::ledger_entry>& log) {
+  std::pair<std::int64_t, std::int64_t> out{0, 0};
+  for (const par::ledger_entry& e : log)
+    if (e.when == par::phase::forward) {
+      out.first += e.bytes_sent;
+      out.second += e.bytes_received;
+    }
+  return out;
+}
+
+// What one forward of each sent and received on every rank, as recorded, printed by rank 0.
+void report_recorded_bytes(const shape& sh, int pr, const par::run_case& c) {
+  const auto summa = forward_bytes(prop::recorded_ledger(prop::subject{&strategy, {}}, c, *world));
+  par::ledger log;
+  {
+    const par::pmpi::tracked_comm comms[] = {{world->native_handle(), -1}};
+    const par::pmpi::recording window(log, false, comms);
+    pdgemm_run run(sh, pr);
+    run.run();
+  }
+  const auto pdgemm = forward_bytes(log.entries());
+  const std::int64_t mine[4] = {summa.first, summa.second, pdgemm.first, pdgemm.second};
+  std::vector<std::int64_t> all(4 * static_cast<std::size_t>(world->size()));
+  MPI_Gather(mine, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, 0, world->native_handle());
+  if (world->rank() != 0) return;
+  std::printf("recorded %s %d×%d, bytes sent/received per rank in one forward:", sh.name, pr,
+              world->size() / pr);
+  for (int k = 0; k < 2; ++k) {
+    if (k == 0)
+      std::printf(" SUMMA");
+    else
+      std::printf("; PDGEMM (nb=%d)", nb);
+    for (int r = 0; r < world->size(); ++r)
+      std::printf(" r%d %lld/%lld", r, static_cast<long long>(all[4 * r + 2 * k]),
+                  static_cast<long long>(all[4 * r + 2 * k + 1]));
+  }
+  std::printf(" (PMPI does not record MPI_Reduce, BLACS's combine)\n");
 }
 
 bool all_passed(bool mine) {
@@ -278,6 +332,7 @@ int main(int argc, char** argv) {
                     pr, w.size() / pr, bench::max_over_ranks(*world, v.worst_error), worst);
       else
         (void)bench::max_over_ranks(*world, v.worst_error);
+      report_recorded_bytes(sh, pr, c);
       const std::string suffix = std::string("/") + sh.name + "/grid:" + std::to_string(pr) + "x" +
                                  std::to_string(w.size() / pr);
       for (auto* b :

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: the format check, the build, every test (unit, property at 1-4 ranks,
-# mutant), then the outside kernel built against the installed package (ci/outside_kernel.sh).
+# mutant), then the outside kernels built against the installed package (ci/outside_kernel.sh,
+# ci/scalapack_kernel.sh: ScaLAPACK's PDGEMM/PSGEMM).
 # Extra arguments go to ctest, e.g. `bash ci/test.sh -L mutant`, and skip the outside kernel.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -9,4 +10,7 @@ bash "$SHARDCHECK_ROOT/ci/format.sh"
 bash "$SHARDCHECK_ROOT/ci/build.sh"
 cd "$SHARDCHECK_BUILD"
 ctest --output-on-failure --timeout 900 "$@"
-if [ "$#" -eq 0 ]; then bash "$SHARDCHECK_ROOT/ci/outside_kernel.sh"; fi
+if [ "$#" -eq 0 ]; then
+  bash "$SHARDCHECK_ROOT/ci/outside_kernel.sh"
+  bash "$SHARDCHECK_ROOT/ci/scalapack_kernel.sh"
+fi

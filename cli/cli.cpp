@@ -164,14 +164,74 @@ nlohmann::ordered_json entry_json(const par::ledger_entry& e) {
   return j;
 }
 
+// One dimension of an explained block: "3+4" (offset+length), or a tiled dimension's runs
+// "0+2|4+2|8+1" (the first three and the last of longer lists, with their count).
+std::string runs_text(const nlohmann::ordered_json& b, const std::string& dim) {
+  const auto runs = b.find(dim + "_runs");
+  if (runs == b.end())
+    return std::to_string(b[dim + "0"].get<std::int64_t>()) + "+" +
+           std::to_string(b[dim + "s"].get<std::int64_t>());
+  std::string out;
+  const std::size_t n = runs->size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (n > 4 && i == 3) {
+      out += "|…";
+      i = n - 1;
+    }
+    if (i != 0) out += '|';
+    out += std::to_string((*runs)[i][0].get<std::int64_t>()) + "+" +
+           std::to_string((*runs)[i][1].get<std::int64_t>());
+  }
+  if (n > 4) out += " (" + std::to_string(n) + " runs)";
+  return out;
+}
+
+// What every rank of the world recorded running case c once (recorded_ledger), on rank 0; empty
+// lists elsewhere. Each entry travels as 8 integers. \note collective over MPI_COMM_WORLD.
+std::vector<std::vector<par::ledger_entry>> gather_recorded(const par::kernel& k,
+                                                            const par::run_case& c) {
+  par::comm world = par::comm::world();
+  if (world.size() != c.p)
+    throw usage_error("explain --record runs the case: launch it on p=" + std::to_string(c.p) +
+                      " ranks (mpirun -n " + std::to_string(c.p) + "), not " +
+                      std::to_string(world.size()));
+  const auto mine = prop::recorded_ledger(prop::subject{&k, {}}, c, world);
+  constexpr int fields = 8;
+  std::vector<std::int64_t> flat;
+  for (const par::ledger_entry& e : mine)
+    flat.insert(flat.end(), {static_cast<std::int64_t>(e.when), static_cast<std::int64_t>(e.kind),
+                             e.axis, static_cast<std::int64_t>(e.elem_bytes), e.elements,
+                             e.bytes_sent, e.bytes_received, e.root});
+  int count = static_cast<int>(flat.size());
+  std::vector<int> counts(static_cast<std::size_t>(world.size())), displs(counts.size());
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world.native_handle());
+  for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<std::int64_t> all(
+      world.rank() == 0 ? static_cast<std::size_t>(displs.back() + counts.back()) : 0);
+  MPI_Gatherv(flat.data(), count, MPI_INT64_T, all.data(), counts.data(), displs.data(),
+              MPI_INT64_T, 0, world.native_handle());
+  std::vector<std::vector<par::ledger_entry>> out(world.rank() == 0 ? counts.size() : 0);
+  for (std::size_t r = 0; r < out.size(); ++r)
+    for (int i = displs[r]; i < displs[r] + counts[r]; i += fields) {
+      const std::int64_t* f = all.data() + i;
+      out[r].push_back({static_cast<par::phase>(f[0]), static_cast<par::collective>(f[1]),
+                        static_cast<int>(f[2]), static_cast<std::size_t>(f[3]), f[4], f[5], f[6],
+                        static_cast<int>(f[7])});
+    }
+  return out;
+}
+
 // explain shows every rank up to this many, else the first two and the last unless --rank says.
 constexpr int explain_all_ranks = 64;
 
 int do_explain(const catalogue& cat, const std::string& name, par::run_case c, bool json,
-               std::vector<int> ranks) {
+               std::vector<int> ranks, bool record) {
   const par::kernel& s = cat.need(name);
   c.strategy = name;
   par::complete_and_validate(s, c);
+  const std::vector<std::vector<par::ledger_entry>> recorded =
+      record ? gather_recorded(s, c) : std::vector<std::vector<par::ledger_entry>>{};
+  if (record && recorded.empty()) return 0;  // rank > 0: rank 0 prints
   const auto dims = s.mesh_dims(c);
   const par::case_plan plan0 = par::plan_of(s, c, par::coords_of(0, dims));
   nlohmann::ordered_json out;
@@ -213,6 +273,11 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
       const par::block& b = t.region;
       rank["blocks"][t.name] = {
           {"row0", b.row0}, {"rows", b.rows}, {"col0", b.col0}, {"cols", b.cols}};
+      // A block-cyclic dimension's tiles: its runs as [offset, length] pairs.
+      for (const auto& [key, runs] :
+           {std::pair{"row_runs", &b.row_runs}, std::pair{"col_runs", &b.col_runs}})
+        for (const par::index_run& run : *runs)
+          rank["blocks"][t.name][key].push_back({run.offset, run.length});
     }
     if (cost.collectives) {
       for (const auto& [phase, list] : {std::pair{"forward", &cost.collectives->forward},
@@ -222,6 +287,20 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
       }
     } else {
       rank["forward"] = rank["backward"] = "not claimed";
+    }
+    if (record) {
+      // As recorded, per phase: every entry, and the bytes this rank sent and received.
+      for (const char* phase : {"forward", "backward"}) {
+        auto& rec = rank["recorded"][phase];
+        rec = {
+            {"bytes_sent", 0}, {"bytes_received", 0}, {"entries", nlohmann::ordered_json::array()}};
+        for (const par::ledger_entry& e : recorded[static_cast<std::size_t>(r)]) {
+          if ((e.when == par::phase::forward) != (std::string(phase) == "forward")) continue;
+          rec["entries"].push_back(entry_json(e));
+          rec["bytes_sent"] = rec["bytes_sent"].get<std::int64_t>() + e.bytes_sent;
+          rec["bytes_received"] = rec["bytes_received"].get<std::int64_t>() + e.bytes_received;
+        }
+      }
     }
     if (cost.peak)
       rank["peak_bytes_bound"] = {{"forward", cost.peak->forward},
@@ -257,7 +336,9 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     std::cout << "partition " << key << ": " << part.to_string() << "\n";
   for (const char* phase : {"forward", "backward"}) {
     std::cout << phase << ":";
-    if (totals[phase].empty()) std::cout << " no collectives";
+    if (totals[phase].empty())
+      std::cout << (out["ranks"][0][phase].is_array() ? " no collectives"
+                                                      : " collectives not claimed");
     for (const auto& [kind, n] : totals[phase].items()) std::cout << " " << n << " × " << kind;
     std::cout << "\n";
   }
@@ -266,8 +347,7 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   for (const auto& rank : out["ranks"]) {
     std::cout << "rank " << rank["rank"].get<int>() << ":";
     for (const auto& [t, b] : rank["blocks"].items())
-      std::cout << " " << t << "[" << b["row0"] << "+" << b["rows"] << ", " << b["col0"] << "+"
-                << b["cols"] << "]";
+      std::cout << " " << t << "[" << runs_text(b, "row") << ", " << runs_text(b, "col") << "]";
     std::cout << "\n";
     for (const char* phase : {"forward", "backward"}) {
       if (!rank[phase].is_array()) {
@@ -283,6 +363,17 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
                   << e["bytes_sent"] << " B, received " << e["bytes_received"] << " B\n";
       }
     }
+    if (rank.contains("recorded"))
+      for (const char* phase : {"forward", "backward"}) {
+        const auto& rec = rank["recorded"][phase];
+        std::map<std::string, int> kinds;
+        for (const auto& e : rec["entries"]) ++kinds[e["collective"].get<std::string>()];
+        std::cout << "  recorded " << phase << ":";
+        if (kinds.empty()) std::cout << " nothing";
+        for (const auto& [kind, n] : kinds) std::cout << " " << n << " × " << kind;
+        std::cout << "; sent " << rec["bytes_sent"] << " B, received " << rec["bytes_received"]
+                  << " B\n";
+      }
     const auto& peak = rank["peak_bytes_bound"];
     if (peak.is_object())
       std::cout << "  peak memory bound: forward " << peak["forward"] << " B, backward "
@@ -1059,6 +1150,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--rank", ex_ranks,
                       "Show only these ranks (repeatable; default: every rank up to 64, else "
                       "ranks 0, 1 and the last)");
+  bool ex_record = false;
+  explain->add_flag("--record", ex_record,
+                    "Run the case once on p ranks (under mpirun) and show what each rank recorded");
 
   prop::selftest_options st;
   double st_timeout = 120;
@@ -1094,7 +1188,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
       return prop::exit_code::usage;
     }
   }
-  const bool needs_mpi = verify->parsed() || selftest->parsed();
+  const bool needs_mpi = verify->parsed() || selftest->parsed() || (explain->parsed() && ex_record);
   std::unique_ptr<par::environment> env;
   int rank = 0;
   // Every error ends with its exit code (README, "Exit codes"); none escapes as an exception.
@@ -1136,7 +1230,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
         if (!c.params.emplace(name, value).second)
           throw usage_error("--param " + name + " given twice");
       }
-      return do_explain(cat, ex_name, c, ex_json, ex_ranks);
+      return do_explain(cat, ex_name, c, ex_json, ex_ranks, ex_record);
     }
     if (verify->parsed()) return do_verify(cat, vo, program);
     if (selftest->parsed()) return do_selftest(cat, st, st_timeout, program);

@@ -133,6 +133,19 @@ block block_of(const kernel& s, const run_case& c, tensor_slot t, std::span<cons
   block b{0, dim_length(c.prob, names.first), 0, dim_length(c.prob, names.second)};
   for (std::size_t a = 0; a < l.size(); ++a) {
     if (l[a].what == placement::kind::on && coords[a] != l[a].dim) return block{};
+    if (l[a].what == placement::kind::cyclic) {
+      const bool rows = l[a].dim == 0;
+      std::vector<index_run> runs =
+          cyclic_runs(rows ? b.rows : b.cols, l[a].nb, l[a].src, dims[a], coords[a]);
+      std::int64_t total = 0;
+      for (const index_run& run : runs) total += run.length;
+      const std::int64_t first = runs.empty() ? 0 : runs.front().offset;
+      if (runs.size() < 2) runs.clear();
+      (rows ? b.row0 : b.col0) = first;
+      (rows ? b.rows : b.cols) = total;
+      (rows ? b.row_runs : b.col_runs) = std::move(runs);
+      continue;
+    }
     if (l[a].what != placement::kind::shard) continue;
     const bool rows = l[a].dim == 0;
     const partition& part = c.part(split_key(rows ? names.first : names.second, a, dims.size()));
@@ -146,6 +159,49 @@ block block_of(const kernel& s, const run_case& c, tensor_slot t, std::span<cons
     }
   }
   return b;
+}
+
+std::vector<index_run> runs_of_rows(const block& b) {
+  if (!b.row_runs.empty()) return b.row_runs;
+  if (b.rows == 0) return {};
+  return {{b.row0, b.rows}};
+}
+
+std::vector<index_run> runs_of_cols(const block& b) {
+  if (!b.col_runs.empty()) return b.col_runs;
+  if (b.cols == 0) return {};
+  return {{b.col0, b.cols}};
+}
+
+std::int64_t global_index(std::span<const index_run> runs, std::int64_t i) {
+  for (const index_run& r : runs) {
+    if (i < r.length) return r.offset + i;
+    i -= r.length;
+  }
+  throw invalid_problem("global_index: local index past the runs");
+}
+
+std::vector<index_run> cyclic_runs(std::int64_t n, std::int64_t nb, int src, int coords, int r) {
+  if (nb < 1 || coords < 1 || src < 0 || src >= coords || r < 0 || r >= coords || n < 0)
+    throw invalid_problem("block-cyclic: nb=" + std::to_string(nb) +
+                          ", src=" + std::to_string(src) + ", coordinate " + std::to_string(r) +
+                          " of " + std::to_string(coords) + " (nb ≥ 1, 0 ≤ src, r < coordinates)");
+  const std::int64_t blocks = n / nb + (n % nb != 0 ? 1 : 0);
+  constexpr std::int64_t max_blocks = std::int64_t{1} << 24;
+  if (blocks > max_blocks)
+    throw invalid_problem("block-cyclic: " + std::to_string(n) + " indices in blocks of " +
+                          std::to_string(nb) + " make " + std::to_string(blocks) +
+                          " blocks, more than 2^24");
+  std::vector<index_run> out;
+  // Block i lies on coordinate (src + i) mod coords: r's first is (r − src) mod coords.
+  for (std::int64_t i = (r - src + coords) % coords; i < blocks; i += coords) {
+    const std::int64_t offset = i * nb, length = std::min(nb, n - offset);
+    if (!out.empty() && out.back().offset + out.back().length == offset)
+      out.back().length += length;
+    else
+      out.push_back({offset, length});
+  }
+  return out;
 }
 
 std::vector<int> coords_of(int rank, const std::vector<int>& dims) {
@@ -243,7 +299,29 @@ void complete_and_validate(const kernel& s, run_case& c) {
   for (const tensor_slot& t : outputs_of(c))
     for (const placement& pl : s.placement(t, c))
       if (pl.what == placement::kind::partial)
-        throw invalid_problem(who + name_of(t, c) + " is left partial; outputs must be R or S");
+        throw invalid_problem(who + name_of(t, c) + " is left partial; outputs must be R, S or BC");
+  // A block-cyclic dimension: a valid block size and source, on that axis alone (a dimension
+  // dealt cyclically is sharded on no other axis), and a checked block count (cyclic_runs).
+  for (const tensor_slot& t : tensors_of(c)) {
+    const layout l = s.placement(t, c);
+    const auto names = dim_names(t, c.prob);
+    for (std::size_t a = 0; a < l.size(); ++a) {
+      if (l[a].what != placement::kind::cyclic) continue;
+      const std::string here = who + name_of(t, c) + " is " + l[a].to_string() + " on mesh axis " +
+                               std::to_string(a) + " of " + std::to_string(dims[a]) + ": ";
+      if (l[a].dim != 0 && l[a].dim != 1) throw invalid_problem(here + "d must be 0 or 1");
+      if (l[a].nb < 1) throw invalid_problem(here + "the block size must be at least 1");
+      if (l[a].src < 0 || l[a].src >= dims[a])
+        throw invalid_problem(here + "src must be a coordinate of the axis");
+      for (std::size_t b = 0; b < l.size(); ++b)
+        if (b != a && l[b].dim == l[a].dim &&
+            (l[b].what == placement::kind::shard || l[b].what == placement::kind::cyclic))
+          throw invalid_problem(here + "its dimension is also sharded on axis " +
+                                std::to_string(b));
+      (void)cyclic_runs(dim_length(c.prob, l[a].dim == 0 ? names.first : names.second), l[a].nb,
+                        l[a].src, dims[a], 0);
+    }
+  }
 }
 
 }  // namespace shardcheck::par

@@ -1,6 +1,7 @@
 #include "shardcheck/properties/harness.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <variant>
@@ -69,20 +70,58 @@ std::string properties_to_string(unsigned mask) {
 
 namespace {
 
+// The local matrix of input t over the given runs of global rows and columns, packed in order:
+// rows {0,2},{4,2} × cols {0,3} are global rows 0, 1, 4, 5 of columns 0-2. Throws
+// invalid_problem when its size does not fit in memory's index range.
 template <class T>
-matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t row0, std::int64_t rows,
-                   std::int64_t col0, std::int64_t cols) {
-  matrix<T> m(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
-  ref::fill_block<T>(c.mode, c.seed, par::data_id_of(t), static_cast<std::uint64_t>(row0),
-                     static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(col0),
-                     static_cast<std::uint64_t>(cols), m.data.data());
+matrix<T> generate(const par::run_case& c, tensor_slot t, std::span<const par::index_run> rows,
+                   std::span<const par::index_run> cols) {
+  std::int64_t nr = 0, nc = 0;
+  for (const par::index_run& r : rows) nr += r.length;
+  for (const par::index_run& r : cols) nc += r.length;
+  if (nc > 0 && nr > static_cast<std::int64_t>(SIZE_MAX / sizeof(T)) / nc)
+    throw invalid_problem(par::name_of(t, c) + " block of " + std::to_string(nr) + "×" +
+                          std::to_string(nc) + " elements is too large to allocate");
+  matrix<T> m(static_cast<std::size_t>(nr), static_cast<std::size_t>(nc));
+  std::vector<T> tile;
+  std::size_t i0 = 0;
+  for (const par::index_run& r : rows) {
+    std::size_t j0 = 0;
+    for (const par::index_run& q : cols) {
+      const auto tr = static_cast<std::size_t>(r.length), tc = static_cast<std::size_t>(q.length);
+      const bool direct = cols.size() == 1;  // the tile is whole rows of m
+      if (!direct) tile.resize(tr * tc);
+      T* at = direct ? m.row(i0) : tile.data();
+      ref::fill_block<T>(c.mode, c.seed, par::data_id_of(t), static_cast<std::uint64_t>(r.offset),
+                         tr, static_cast<std::uint64_t>(q.offset), tc, at);
+      if (!direct)
+        for (std::size_t i = 0; i < tr; ++i)
+          std::copy(tile.begin() + static_cast<std::ptrdiff_t>(i * tc),
+                    tile.begin() + static_cast<std::ptrdiff_t>((i + 1) * tc), m.row(i0 + i) + j0);
+      j0 += tc;
+    }
+    i0 += static_cast<std::size_t>(r.length);
+  }
   return m;
 }
 
+// One run [0, n) (none when n = 0).
+std::vector<par::index_run> whole(std::int64_t n) {
+  if (n == 0) return {};
+  return {{0, n}};
+}
+
+template <class T>
+matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t row0, std::int64_t rows,
+                   std::int64_t col0, std::int64_t cols) {
+  const par::index_run r{row0, rows}, q{col0, cols};
+  return generate<T>(c, t, std::span(&r, rows > 0 ? 1 : 0), std::span(&q, cols > 0 ? 1 : 0));
+}
+
 any_matrix generate_block(const par::run_case& c, const par::tensor_plan& t) {
-  const block& b = t.region;
-  if (c.prob.type == dtype::f32) return generate<float>(c, t.slot, b.row0, b.rows, b.col0, b.cols);
-  return generate<double>(c, t.slot, b.row0, b.rows, b.col0, b.cols);
+  const auto rows = par::runs_of_rows(t.region), cols = par::runs_of_cols(t.region);
+  if (c.prob.type == dtype::f32) return generate<float>(c, t.slot, rows, cols);
+  return generate<double>(c, t.slot, rows, cols);
 }
 
 struct expectation {
@@ -101,18 +140,19 @@ expectation expect(const par::run_case& c, tensor t, const block& b) {
   e.value = par::make_matrix<T>(rows, cols);
   e.mag.assign(rows * cols, 0.0);
   T* out = std::get<matrix<T>>(e.value).data.data();
+  const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
   if (t == tensor::y) {
-    const auto x = generate<T>(c, tensor::x, b.row0, b.rows, 0, p.K);
-    const auto w = out_in ? generate<T>(c, tensor::w, b.col0, b.cols, 0, p.K)
-                          : generate<T>(c, tensor::w, 0, p.K, b.col0, b.cols);
+    const auto x = generate<T>(c, tensor::x, b_rows, whole(p.K));
+    const auto w = out_in ? generate<T>(c, tensor::w, b_cols, whole(p.K))
+                          : generate<T>(c, tensor::w, whole(p.K), b_cols);
     const auto k = static_cast<std::size_t>(p.K);
     ref::linear_forward<T>(p.layout, rows, cols, k, x.data.data(), w.data.data(), out);
     ref::magnitude_forward<T>(p.layout, rows, cols, k, x.data.data(), w.data.data(), e.mag.data());
     e.k_ref = p.K;
   } else if (t == tensor::dx) {
-    const auto dy = generate<T>(c, tensor::dy, b.row0, b.rows, 0, p.N);
-    const auto w = out_in ? generate<T>(c, tensor::w, 0, p.N, b.col0, b.cols)
-                          : generate<T>(c, tensor::w, b.col0, b.cols, 0, p.N);
+    const auto dy = generate<T>(c, tensor::dy, b_rows, whole(p.N));
+    const auto w = out_in ? generate<T>(c, tensor::w, whole(p.N), b_cols)
+                          : generate<T>(c, tensor::w, b_cols, whole(p.N));
     const auto n = static_cast<std::size_t>(p.N);
     ref::linear_backward_dx<T>(p.layout, rows, n, cols, dy.data.data(), w.data.data(), out);
     ref::magnitude_backward_dx<T>(p.layout, rows, n, cols, dy.data.data(), w.data.data(),
@@ -121,10 +161,11 @@ expectation expect(const par::run_case& c, tensor t, const block& b) {
   } else {
     // out_in: dW block is (N rows) × (K cols) = dY[:, rows]ᵀ · X[:, cols];
     // in_out: (K rows) × (N cols) = X[:, rows]ᵀ · dY[:, cols].
-    const std::int64_t n0 = out_in ? b.row0 : b.col0, nn = out_in ? b.rows : b.cols;
-    const std::int64_t k0 = out_in ? b.col0 : b.row0, kk = out_in ? b.cols : b.rows;
-    const auto dy = generate<T>(c, tensor::dy, 0, p.M, n0, nn);
-    const auto x = generate<T>(c, tensor::x, 0, p.M, k0, kk);
+    const auto& n_runs = out_in ? b_rows : b_cols;
+    const auto& k_runs = out_in ? b_cols : b_rows;
+    const std::int64_t nn = out_in ? b.rows : b.cols, kk = out_in ? b.cols : b.rows;
+    const auto dy = generate<T>(c, tensor::dy, whole(p.M), n_runs);
+    const auto x = generate<T>(c, tensor::x, whole(p.M), k_runs);
     const auto m = static_cast<std::size_t>(p.M);
     const auto n_out = static_cast<std::size_t>(nn), k_in = static_cast<std::size_t>(kk);
     ref::linear_backward_dw<T>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(), out);
@@ -185,10 +226,13 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
   e.value = par::make_matrix<T>(br, bc);
   e.mag.assign(br * bc, 0.0);
   T* out = std::get<matrix<T>>(e.value).data.data();
+  const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
   for (std::size_t i = 0; i < br; ++i)
     for (std::size_t j = 0; j < bc; ++j) {
+      const auto gi = par::global_index(b_rows, static_cast<std::int64_t>(i));
+      const auto gj = par::global_index(b_cols, static_cast<std::int64_t>(j));
       const std::size_t at =
-          (static_cast<std::size_t>(b.row0) + i) * full_cols + static_cast<std::size_t>(b.col0) + j;
+          static_cast<std::size_t>(gi) * full_cols + static_cast<std::size_t>(gj);
       out[i * bc + j] = value[at];
       e.mag[i * bc + j] = bound[at];
     }
@@ -214,8 +258,9 @@ std::int64_t chain_of(const par::chain_lengths& l, tensor t) {
 std::string where(const std::string& t, const block& b, int rank, const std::vector<int>& coords,
                   std::size_t li, std::size_t lj) {
   std::ostringstream os;
-  os << t << "[i=" << b.row0 + static_cast<std::int64_t>(li)
-     << ", j=" << b.col0 + static_cast<std::int64_t>(lj) << "] on rank " << rank;
+  os << t << "[i=" << par::global_index(par::runs_of_rows(b), static_cast<std::int64_t>(li))
+     << ", j=" << par::global_index(par::runs_of_cols(b), static_cast<std::int64_t>(lj))
+     << "] on rank " << rank;
   if (coords.size() > 1) {
     os << " (coords";
     for (int v : coords) os << ' ' << v;
@@ -511,6 +556,15 @@ void check_determinism(case_run& run, par::mesh& grid, const par::case_plan& pla
   }
 }
 
+// A tiled block's runs folded into the block's description (0 for a contiguous block).
+std::uint64_t runs_key(const std::vector<par::index_run>& runs) {
+  std::uint64_t h = 0;
+  for (const par::index_run& r : runs)
+    h = (h ^ static_cast<std::uint64_t>(r.offset)) * 1099511628211ull ^
+        static_cast<std::uint64_t>(r.length);
+  return h;
+}
+
 // What a rank tells the others of each output for the replica check: a flag (it ran), the block,
 // and the hash of its bits.
 constexpr std::size_t replica_fields = 5;
@@ -519,8 +573,10 @@ void describe_outputs(const par::case_plan& plan, const run_result& got,
   for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
     const block& b = plan[plan.outputs[i]].region;
     const std::uint64_t desc[replica_fields] = {
-        1, static_cast<std::uint64_t>(b.row0), static_cast<std::uint64_t>(b.rows),
-        static_cast<std::uint64_t>(b.col0) << 32 | static_cast<std::uint64_t>(b.cols),
+        1, static_cast<std::uint64_t>(b.row0) ^ runs_key(b.row_runs),
+        static_cast<std::uint64_t>(b.rows),
+        (static_cast<std::uint64_t>(b.col0) << 32 | static_cast<std::uint64_t>(b.cols)) ^
+            runs_key(b.col_runs),
         hash_bits(got.out(plan.outputs[i]))};
     std::copy(desc, desc + replica_fields,
               mine.begin() + static_cast<std::ptrdiff_t>(i * replica_fields));
@@ -591,6 +647,14 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
   }
   check_replicas(run, case_comm, outputs, mine);
   return run.v;
+}
+
+std::vector<par::ledger_entry> recorded_ledger(const subject& s, const par::run_case& c,
+                                               par::comm& case_comm) {
+  par::mesh grid(case_comm, s.k->mesh_dims(c), par::stack_options{c.backend, s.wrap});
+  const par::case_plan plan = par::plan_of(*s.k, c, grid.coords());
+  const par::claims cl = s.k->cost(c, plan.coords);
+  return run_once(*s.k, c, grid, inputs_of(plan, c), cl).log;
 }
 
 }  // namespace shardcheck::prop

@@ -225,11 +225,35 @@ class kernel {
 // The partition key of dimension `dim` sharded on mesh axis `axis` of `axes`: "M", "K@1", ….
 [[nodiscard]] std::string split_key(const std::string& dim, std::size_t axis, std::size_t axes);
 
-// A rank's region of a global tensor.
+// Consecutive global indices [offset, offset + length) of one dimension.
+struct index_run {
+  std::int64_t offset = 0, length = 0;
+  friend bool operator==(const index_run&, const index_run&) = default;
+};
+
+// A rank's region of a global tensor: the rows it holds × the columns it holds, each a list of
+// runs in increasing order; its local matrix packs them in that order (rows × cols, row-major),
+// which for a block-cyclic placement is ScaLAPACK's local array, transposed to row-major.
+// Contiguous (every S, R, P, On): one run each, [row0, row0 + rows) × [col0, col0 + cols), and
+// row_runs/col_runs stay empty. Tiled (a BC dimension with two runs or more): row_runs (col_runs)
+// lists them, rows (cols) is their total and row0 (col0) the first run's offset. Example: 10 rows
+// BC(0,nb=3,src=1) on 2 coordinates, coordinate 1: row_runs {0,3},{6,3}, rows 6, row0 0.
 struct block {
   std::int64_t row0 = 0, rows = 0, col0 = 0, cols = 0;
+  std::vector<index_run> row_runs = {}, col_runs = {};
   friend bool operator==(const block&, const block&) = default;
 };
+// The runs of b's rows (columns): row_runs, or the one run {row0, rows} (none when rows = 0).
+[[nodiscard]] std::vector<index_run> runs_of_rows(const block& b);
+[[nodiscard]] std::vector<index_run> runs_of_cols(const block& b);
+// The global index of local index i of a list of runs: {0,3},{6,3} maps local 4 to 7.
+[[nodiscard]] std::int64_t global_index(std::span<const index_run> runs, std::int64_t i);
+// What coordinate r of an axis of `coords` coordinates holds of [0, n) dealt in blocks of nb,
+// block 0 on coordinate src (ScaLAPACK's numroc gives its total), adjacent runs merged: n = 10,
+// nb = 3, src = 1, 2 coordinates: r = 1 holds {0,3},{6,3}; r = 0 holds {3,3},{9,1}. Throws
+// invalid_problem for nb < 1, src or r outside [0, coords), or more than 2²⁴ blocks.
+[[nodiscard]] std::vector<index_run> cyclic_runs(std::int64_t n, std::int64_t nb, int src,
+                                                 int coords, int r);
 [[nodiscard]] block block_of(const kernel& k, const run_case& c, tensor_slot t,
                              std::span<const int> coords);
 // Rank r's coordinates on a mesh (row-major, as MPI_Cart_create without reordering).

@@ -71,4 +71,12 @@ struct rank_inputs {
 [[nodiscard]] verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_comm,
                                   unsigned mask);
 
+// Runs forward and backward of case c once on this rank of case_comm and returns what this rank
+// recorded, in order (the mesh's collectives and the kernel's raw MPI calls, phase by phase),
+// judging nothing: `explain --record` shows it for a kernel whose collectives are not claimed.
+// \note collective over case_comm.
+[[nodiscard]] std::vector<par::ledger_entry> recorded_ledger(const subject& s,
+                                                             const par::run_case& c,
+                                                             par::comm& case_comm);
+
 }  // namespace shardcheck::prop
