@@ -418,6 +418,10 @@ std::string report_row(const prop::strategy_report& r, int width) {
   if (r.not_claimed != 0)
     appendf(out, "  not claimed (never judged): %s\n",
             prop::properties_to_string(r.not_claimed).c_str());
+  // What a kernel that claims no collectives really moved, as recorded.
+  if ((r.not_claimed & static_cast<unsigned>(prop::property::ledger)) != 0)
+    appendf(out, "  recorded: at most %s sent by one rank in one case\n",
+            human_bytes(r.recorded_sent).c_str());
   if (r.not_measured != 0)
     appendf(out, "  not measured (never judged): %s\n",
             prop::properties_to_string(r.not_measured).c_str());
@@ -489,6 +493,7 @@ std::string suite_table(const results::run_results& rr) {
     r.seconds = res.seconds;
     r.worst_error = res.worst_error;
     r.peak_bytes = res.peak_bytes;
+    r.recorded_sent = res.recorded_sent;
     r.bound_bytes = res.bound_bytes;
     out += report_row(r, width);
   }
@@ -612,6 +617,8 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
     if (v.not_claimed != 0)
       std::printf("not claimed (never judged): %s\n",
                   prop::properties_to_string(v.not_claimed).c_str());
+    if ((v.not_claimed & static_cast<unsigned>(prop::property::ledger)) != 0)
+      std::printf("recorded: at most %s sent by one rank\n", human_bytes(v.recorded_sent).c_str());
     if (v.not_measured != 0)
       std::printf("not measured (never judged): %s\n",
                   prop::properties_to_string(v.not_measured).c_str());
@@ -796,6 +803,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     res.cases = r.cases;
     res.seconds += r.seconds;
     res.worst_error = std::max(res.worst_error, r.worst_error);
+    res.recorded_sent = std::max(res.recorded_sent, r.recorded_sent);
     if (r.worst_memory >= res.worst_memory) {
       res.worst_memory = r.worst_memory;
       res.peak_bytes = r.peak_bytes;

@@ -97,6 +97,7 @@ std::string name_of(unsigned p) { return std::string(prop::to_string(prop::prope
 void strategy_result::add(const prop::case_verdict& v) {
   ++replayed;
   worst_error = std::max(worst_error, v.worst_error);
+  recorded_sent = std::max(recorded_sent, v.recorded_sent);
   if (v.failed == 0 && v.worst_memory >= worst_memory) {
     worst_memory = v.worst_memory;
     peak_bytes = v.peak_bytes;
@@ -206,9 +207,13 @@ std::string json_text(const run_results& r) {
   int passed = 0;
   const auto memory = static_cast<unsigned>(prop::property::memory);
   for (const strategy_result& s : r.strategies) {
-    json j = {{"name", s.name},       {"result", s.passed() ? "pass" : "fail"},
-              {"cases", s.cases},     {"replayed", s.replayed},
-              {"seconds", s.seconds}, {"worst_error_ratio", s.worst_error}};
+    json j = {{"name", s.name},
+              {"result", s.passed() ? "pass" : "fail"},
+              {"cases", s.cases},
+              {"replayed", s.replayed},
+              {"seconds", s.seconds},
+              {"worst_error_ratio", s.worst_error},
+              {"max_recorded_bytes_sent", s.recorded_sent}};
     const std::string_view mem = status_of(s, r.mask, memory);
     if (mem == "not claimed" || mem == "not measured" || mem == "not selected")
       j["memory"] = mem;

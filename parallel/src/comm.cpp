@@ -139,6 +139,8 @@ void validate(const call& c, int rank, int size) {
         throw invalid_problem(std::string(what) + ": buffers shorter than the counts");
       return;
     case collective::barrier: return;
+    case collective::reduce:
+      throw invalid_problem(std::string(what) + ": reduce is recorded from raw MPI calls only");
     case collective::send:
     case collective::recv:
       throw invalid_problem(std::string(what) + ": a message, not a collective");
@@ -160,6 +162,7 @@ ledger_entry mpi_entry_of(const call& c, int rank, int size) {
     case collective::all_to_all:
       e = all_to_all_entry(backend::mpi, c.counts, c.recv_counts, rank, b);
       break;
+    case collective::reduce: e = reduce_entry(c.count, c.root, rank, size, b); break;
     case collective::barrier: e.kind = collective::barrier; break;  // no elements, no type
     case collective::send: e = send_entry(c.count, c.root, b); break;
     case collective::recv: e = recv_entry(c.count, c.root, b); break;

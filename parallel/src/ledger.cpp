@@ -14,6 +14,7 @@ std::string_view to_string(collective c) {
     case collective::all_reduce: return "all_reduce";
     case collective::reduce_scatter: return "reduce_scatter";
     case collective::broadcast: return "broadcast";
+    case collective::reduce: return "reduce";
     case collective::all_to_all: return "all_to_all";
     case collective::barrier: return "barrier";
     case collective::send: return "send";
@@ -155,6 +156,13 @@ ledger_entry broadcast_entry(backend b, std::int64_t n, int root, int me, int p,
   if (a == algorithm::binomial_tree) sent = n * binomial_children(me, root, p);
   if (a == algorithm::chain) sent = mod(me - root, p) == p - 1 ? 0 : n;
   auto e = make(collective::broadcast, elem_bytes, n, sent, me == root ? 0 : n, p);
+  e.root = root;
+  return e;
+}
+
+ledger_entry reduce_entry(std::int64_t n, int root, int me, int p, std::size_t elem_bytes) {
+  auto e = make(collective::reduce, elem_bytes, n, me == root ? 0 : n,
+                me == root ? checked_mul(n, p - 1, "reduce elements") : 0, p);
   e.root = root;
   return e;
 }

@@ -70,6 +70,9 @@ TEST(pmpi, every_collective_records_what_comm_would) {
         reduce_scatter_entry(backend::mpi, std::vector<std::int64_t>(v.size(), 3), me, 4));
     MPI_Bcast(big.data(), 7, MPI_DOUBLE, p - 1, f.c());
     want.push_back(broadcast_entry(backend::mpi, 7, p - 1, me, p, 8));
+    // A rooted reduction (BLACS's combine): the root receives (p − 1) · 5 elements.
+    MPI_Reduce(me == 0 ? MPI_IN_PLACE : big.data(), big.data(), 5, MPI_DOUBLE, MPI_SUM, 0, f.c());
+    want.push_back(reduce_entry(5, 0, me, p, 8));
     MPI_Alltoall(big.data(), 2, MPI_DOUBLE, big.data() + 2 * p, 2, MPI_DOUBLE, f.c());
     const std::vector<std::int64_t> twos(v.size(), 2);
     want.push_back(all_to_all_entry(backend::mpi, twos, twos, me, 8));

@@ -188,8 +188,9 @@ case_verdict driver::execute(const std::string& message) {
   par::check_mpi(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, w), "verdict");
   double worst[2] = {mine.worst_error, mine.worst_memory}, worst_all[2] = {0, 0};
   par::check_mpi(MPI_Allreduce(worst, worst_all, 2, MPI_DOUBLE, MPI_MAX, w), "verdict");
-  long long bytes[2] = {mine.peak_bytes, mine.bound_bytes}, bytes_all[2] = {0, 0};
-  par::check_mpi(MPI_Allreduce(bytes, bytes_all, 2, MPI_LONG_LONG, MPI_MAX, w), "verdict");
+  long long bytes[3] = {mine.peak_bytes, mine.bound_bytes, mine.recorded_sent};
+  long long bytes_all[3] = {0, 0, 0};
+  par::check_mpi(MPI_Allreduce(bytes, bytes_all, 3, MPI_LONG_LONG, MPI_MAX, w), "verdict");
   out.failed = failed;
   out.not_claimed = not_claimed & ~failed;
   out.not_measured = not_measured & ~failed & ~out.not_claimed;
@@ -197,6 +198,7 @@ case_verdict driver::execute(const std::string& message) {
   out.worst_memory = worst_all[1];
   out.peak_bytes = bytes_all[0];
   out.bound_bytes = bytes_all[1];
+  out.recorded_sent = bytes_all[2];
   if (lowest < world_.size()) {
     if (lowest == 0) {
       out.message = mine.message;
@@ -320,6 +322,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
       report.bound_bytes = v.bound_bytes;
     }
     report.worst_error = std::max(report.worst_error, v.worst_error);
+    report.recorded_sent = std::max(report.recorded_sent, v.recorded_sent);
     report.not_claimed |= v.not_claimed;
     report.not_measured |= v.not_measured;
     if (v.failed != 0) {

@@ -471,6 +471,7 @@ void check_outputs(case_run& run, const par::case_plan& plan, const par::claims&
 
 // ledger: the recorded collectives and messages equal the claimed ones, entry for entry.
 void check_ledger(case_run& run, const par::claims& cl, const run_result& got) {
+  for (const par::ledger_entry& e : got.log) run.v.recorded_sent += e.bytes_sent;
   if (!run.on(property::ledger)) return;
   if (!cl.collectives) return run.not_claimed(property::ledger);
   const std::string bad = compare_ledger(got.log, *cl.collectives, run.rank);

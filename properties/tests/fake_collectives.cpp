@@ -52,6 +52,7 @@ par::traffic fake_collectives::perform(const par::call& c) {
           out[at + i] = q == me_ ? in_of(c)[from + i] : values(q, i);
       }
       break;
+    case collective::reduce:  // validate() refuses it: raw MPI calls only
     case collective::barrier:
     case collective::send:
     case collective::recv: break;

@@ -31,7 +31,7 @@ void checked_collectives::attach(ledger* l, int axis, bool fingerprint) {
 void compare_fingerprint(MPI_Comm comm, std::uint64_t sequence, collective kind,
                          std::size_t elem_bytes, std::int64_t count, int root) {
   if (kind == collective::barrier) elem_bytes = 0;
-  if (kind != collective::broadcast) root = -1;
+  if (kind != collective::broadcast && kind != collective::reduce) root = -1;
   std::uint64_t h = 1469598103934665603ull;
   for (std::uint64_t v : {sequence, static_cast<std::uint64_t>(kind), std::uint64_t{elem_bytes},
                           static_cast<std::uint64_t>(count), static_cast<std::uint64_t>(root)}) {

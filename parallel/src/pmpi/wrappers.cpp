@@ -88,6 +88,9 @@ ledger_entry reduce_entry(const target& t, int count, MPI_Datatype type) {
 ledger_entry bcast_entry(const target& t, int count, int root, MPI_Datatype type) {
   return par::broadcast_entry(backend::mpi, count, root, t.s->rank, t.s->size, bytes_of(type));
 }
+ledger_entry reduce_entry(const target& t, int count, int root, MPI_Datatype type) {
+  return par::reduce_entry(count, root, t.s->rank, t.s->size, bytes_of(type));
+}
 }  // namespace
 
 extern "C" {
@@ -210,6 +213,25 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   if (!t) return PMPI_Bcast(buffer, count, datatype, root, comm);
   return collective_call(t, bcast_entry(t, count, root, datatype), count, root,
                          [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
+}
+
+// A rooted reduction (BLACS's ?gsum2d combines PBLAS's partial products with one).
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               int root, MPI_Comm comm) {
+  const target t = recorded(comm);
+  if (!t) return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+  return collective_call(t, reduce_entry(t, count, root, datatype), count, root, [&] {
+    return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+  });
+}
+
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                int root, MPI_Comm comm, MPI_Request* request) {
+  const target t = recorded(comm);
+  if (!t) return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+  return collective_call(t, reduce_entry(t, count, root, datatype), count, root, [&] {
+    return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+  });
 }
 
 int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,

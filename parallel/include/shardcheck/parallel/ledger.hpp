@@ -47,6 +47,9 @@ enum class collective {
   reduce_scatter,
   broadcast,
   all_to_all,
+  // A rooted MPI_Reduce, recorded only from raw MPI calls (pmpi.hpp): shardcheck's own comm never
+  // issues one. A non-root rank sends its n elements; the root receives (p − 1)·n.
+  reduce,
   barrier,
   send,
   recv
@@ -95,6 +98,9 @@ struct ledger_entry {
                                             std::size_t elem_bytes);
 [[nodiscard]] ledger_entry reduce_scatter_entry(backend b, std::span<const std::int64_t> counts,
                                                 int me, std::size_t elem_bytes);
+// MPI_Reduce of n elements to `root`, as recorded from a raw call.
+[[nodiscard]] ledger_entry reduce_entry(std::int64_t n, int root, int me, int p,
+                                        std::size_t elem_bytes);
 [[nodiscard]] ledger_entry broadcast_entry(backend b, std::int64_t n, int root, int me, int p,
                                            std::size_t elem_bytes);
 [[nodiscard]] ledger_entry all_to_all_entry(backend b, std::span<const std::int64_t> send_counts,

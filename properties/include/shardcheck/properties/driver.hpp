@@ -46,6 +46,7 @@ struct case_verdict {
   double worst_error = 0, worst_memory = 0;
   std::int64_t peak_bytes = 0, bound_bytes = 0;
   unsigned not_measured = 0;  // properties some rank could not measure (memory without the hook)
+  std::int64_t recorded_sent = 0;  // the most bytes one rank sent, as recorded (verdict)
 };
 
 struct strategy_report {
@@ -65,6 +66,7 @@ struct strategy_report {
   bool local_minimum = false;
   double worst_error = 0, worst_memory = 0;
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
+  std::int64_t recorded_sent = 0;                // the most one rank sent in one case
 };
 
 class driver {

@@ -55,6 +55,10 @@ struct verdict {
   // Properties the program cannot measure (never counted as a pass): `memory` when it does not
   // link shardcheck::new_hook, so plain new — a std::vector copy of W — goes uncounted.
   unsigned not_measured = 0;
+  // Bytes this rank sent in the case's first run, forward and backward, as recorded (its comm
+  // and, with shardcheck::pmpi, its raw MPI calls): what a kernel that claims no collectives
+  // really moved.
+  std::int64_t recorded_sent = 0;
 };
 
 // The inputs a rank holds in case c at mesh coordinates `coords`: its blocks of X, W_1 … W_L and
