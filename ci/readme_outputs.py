@@ -4,9 +4,15 @@ blocks by running the command, so that every output the README shows comes from 
 
   ci/readme_outputs.py                      rewrite README.md (shardcheck is build/cli/shardcheck)
   ci/readme_outputs.py --check [--shardcheck PATH] [--readme FILE] [--fail-fast]
+                            [--in NAME=DIR --only NAME]
                                             report the blocks that differ and exit 1 (ctest
                                             readme.outputs); the commands run in a scratch
                                             directory, and PATH is written build/cli/shardcheck
+
+A line `NAME$ command` (e.g. `build-outside$ …`) is a command run in a folder of a build outside
+the tree: with `--in NAME=DIR` it runs in DIR (ci/outside_kernel.sh and ci/scalapack_kernel.sh
+check their blocks so), without it the block is left alone. `--only NAME` checks those blocks
+alone (the `$ ` ones are readme.outputs' in ctest).
 
 --check compares modulo wall times ("0.22 s" in verify's table), the one column that no seed
 fixes; everything else must be as printed."""
@@ -29,9 +35,20 @@ program = "build/cli/shardcheck"
 if "--shardcheck" in sys.argv:
     program = os.path.abspath(sys.argv[sys.argv.index("--shardcheck") + 1])
 workdir = tempfile.mkdtemp(prefix="readme_outputs.") if check else root
+folders = {}  # prompt name → the folder its commands run in
+for i, a in enumerate(sys.argv):
+    if a == "--in":
+        name, _, folder = sys.argv[i + 1].partition("=")
+        folders[name] = os.path.abspath(folder)
+only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+prompt = re.compile(r"^(?:([\w.-]+)\$|\$) ")
 
 
-def run(command):
+def run(command, folder=None):
+    if folder is not None:
+        out = subprocess.run(command, shell=True, cwd=folder, env=env, capture_output=True,
+                             text=True)
+        return out.stdout.rstrip("\n").split("\n")
     shell = re.sub(r"(^|\| |mpirun [^|]*?)shardcheck ", lambda m: m.group(1) + program + " ",
                    command, count=1)
     out = subprocess.run(shell, shell=True, cwd=workdir, env=env, capture_output=True, text=True)
@@ -58,26 +75,32 @@ while i < len(lines):
     line = lines[i]
     result.append(line)
     i += 1
-    if not line.startswith("$ shardcheck ") and not line.startswith("$ mpirun "):
+    m = prompt.match(line)
+    if m is None:
         continue
-    command = line[2:]
+    name, command = m.group(1), line[m.end():]
+    if name is None and not (command.startswith("shardcheck ") or command.startswith("mpirun ")):
+        continue
+    if name is not None and name not in folders or only is not None and name != only:
+        continue
     while command.endswith("\\") and i < len(lines):  # a command continued on the next line
         command = command[:-1] + " " + lines[i].strip()
         result.append(lines[i])
         i += 1
     old = []
-    while i < len(lines) and not lines[i].startswith("```") and not lines[i].startswith("$ "):
+    while i < len(lines) and not lines[i].startswith("```") and not prompt.match(lines[i]):
         old.append(lines[i])
         i += 1
-    new = run(command)
+    new = run(command, folders.get(name))
     if (timeless(new) != timeless(old)) if check else (new != old):
         changed += 1
         print("differs: " + line, file=sys.stderr)
         if check:
             for a, b in zip(old + [""] * len(new), new + [""] * len(old)):
-                if a != b:
+                if timeless([a]) != timeless([b]):
                     print(f"  README:  {a}\n  program: {b}", file=sys.stderr)
                     break
+            print("  the program printed:\n    " + "\n    ".join(new[:30]), file=sys.stderr)
             if "--fail-fast" in sys.argv:  # stop at the first difference
                 break
     result.extend(new)
