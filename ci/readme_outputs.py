@@ -14,8 +14,8 @@ the tree: with `--in NAME=DIR` it runs in DIR (ci/outside_kernel.sh and ci/scala
 check their blocks so), without it the block is left alone. `--only NAME` checks those blocks
 alone (the `$ ` ones are readme.outputs' in ctest).
 
---check compares modulo wall times ("0.22 s" in verify's table), the one column that no seed
-fixes; everything else must be as printed."""
+--check compares modulo wall times ("0.22 s" in verify's table, "12.34 ms" in compare's), the
+columns that no seed fixes; everything else must be as printed."""
 import os
 import re
 import shutil
@@ -59,7 +59,8 @@ def run(command, folder=None):
 
 
 def timeless(block):
-    return [re.sub(r" +\d+\.\d\d s ", " <time> s ", line) for line in block]
+    # "0.22 s" (verify's table) and "12.34 ms" (compare's time columns, each followed by a space)
+    return [re.sub(r" +\d+\.\d\d (m?s) ", r" <time> \1 ", line) for line in block]
 
 
 def untracked():

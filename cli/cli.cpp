@@ -21,6 +21,7 @@
 #include "shardcheck/properties/last_words.hpp"
 #include "shardcheck/properties/mutants.hpp"
 #include "shardcheck/properties/selftest.hpp"
+#include "src/compare.hpp"
 #include "src/corpus.hpp"
 #include "src/results.hpp"
 
@@ -1172,9 +1173,12 @@ int cli_main(int argc, char** argv, par::registry extra) {
       ->check(unsigned_integer);
   selftest->add_option("--case-timeout", st_timeout, "Watchdog seconds")->capture_default_str();
 
+  compare::options co;
+  auto* compare_cmd = compare::add_subcommand(app, co);
+
   // No option takes an empty value: `--p ''` or `--backend ''` would otherwise be read as the
   // default, silently.
-  for (CLI::App* sub : {verify, explain, selftest})
+  for (CLI::App* sub : {verify, explain, selftest, compare_cmd})
     for (CLI::Option* o : sub->get_options())
       if (o->get_type_size() != 0) o->check(not_empty);
   p_opt->check(CLI::Range(1, par::max_parts));
@@ -1196,7 +1200,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
       return prop::exit_code::usage;
     }
   }
-  const bool needs_mpi = verify->parsed() || selftest->parsed() || (explain->parsed() && ex_record);
+  const bool needs_mpi = verify->parsed() || selftest->parsed() || (explain->parsed() && ex_record) ||
+                         compare_cmd->parsed();
   std::unique_ptr<par::environment> env;
   int rank = 0;
   // Every error ends with its exit code (README, "Exit codes"); none escapes as an exception.
@@ -1242,6 +1247,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
     }
     if (verify->parsed()) return do_verify(cat, vo, program);
     if (selftest->parsed()) return do_selftest(cat, st, st_timeout, program);
+    if (compare_cmd->parsed())
+      return compare::run(
+          cat.normal(), [&](std::string_view n) { return cat.find(n); }, co);
   } catch (const mpi_error& e) {
     return fail(prop::exit_code::runtime, "MPI error: ", e.what());
   } catch (const shardcheck::error& e) {
