@@ -1,5 +1,6 @@
 #include "compare.hpp"
 
+#include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -160,26 +161,48 @@ template <class T>
 
 // --- the progress bar (rank 0, stderr, a terminal only) ----------------------------------------
 
+// The terminal the bar is drawn on: this rank's stderr if it is one, else, under a local mpirun
+// (which hands its ranks pipes, never its terminal), mpirun's own stderr when that is a
+// terminal. -1: none (stderr redirected, CI), and no bar.
+int terminal_fd() {
+  if (isatty(STDERR_FILENO) != 0) return STDERR_FILENO;
+  const std::string parent = "/proc/" + std::to_string(getppid());
+  std::ifstream comm_file(parent + "/comm");
+  std::string name;
+  std::getline(comm_file, name);
+  if (name != "mpirun" && name != "mpiexec" && name != "orterun" && name != "prterun") return -1;
+  const int fd = open((parent + "/fd/2").c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd >= 0 && isatty(fd) != 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// One line, redrawn: "[#########.....................] 12/58 summa rep 2".
 class progress {
  public:
-  progress(bool on, int total) : on_(on && isatty(STDERR_FILENO) != 0), total_(total) {}
+  progress(bool on, int total) : fd_(on ? terminal_fd() : -1), total_(total) {}
+  ~progress() {
+    if (fd_ > STDERR_FILENO) close(fd_);
+  }
+  progress(const progress&) = delete;
+  progress& operator=(const progress&) = delete;
   void step(const std::string& what) {
     ++done_;
-    if (!on_) return;
+    if (fd_ < 0) return;
     constexpr int width = 30;
     const int filled = total_ > 0 ? width * std::min(done_, total_) / total_ : width;
-    std::fprintf(stderr, "\r[%s%s] %d/%d %s\033[K", std::string(filled, '#').c_str(),
-                 std::string(width - filled, '.').c_str(), done_, total_, what.c_str());
-    std::fflush(stderr);
+    draw("\r[" + std::string(filled, '#') + std::string(width - filled, '.') + "] " +
+         std::to_string(done_) + "/" + std::to_string(total_) + " " + what + "\033[K");
   }
   void finish() {
-    if (!on_) return;
-    std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
+    if (fd_ >= 0) draw("\r\033[K");
   }
 
  private:
-  bool on_;
+  void draw(const std::string& text) const {
+    if (write(fd_, text.data(), text.size()) < 0) return;  // a closed terminal: no bar
+  }
+  int fd_;
   int total_, done_ = 0;
 };
 
@@ -223,8 +246,8 @@ double all_reduce_time(std::int64_t n, int reps) {
   for (int i = 0; i < reps; ++i) {
     barrier();
     const double t0 = MPI_Wtime();
-    par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_DOUBLE,
-                                 MPI_SUM, MPI_COMM_WORLD),
+    par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                                 MPI_COMM_WORLD),
                    "probe all-reduce");
     double dt = MPI_Wtime() - t0;
     max_all(&dt, 1);
@@ -241,14 +264,12 @@ double gemm_probe(std::int64_t m, std::int64_t n, std::int64_t k) {
   k = std::max<std::int64_t>(k, 1);
   const double cap = 2e9 / (2.0 * static_cast<double>(n) * static_cast<double>(k));
   m = std::clamp<std::int64_t>(m, 1, std::max<std::int64_t>(1, static_cast<std::int64_t>(cap)));
-  std::vector<T> a(static_cast<std::size_t>(m * k), T(0.5)), b(static_cast<std::size_t>(n * k),
-                                                               T(0.25)),
-      c(static_cast<std::size_t>(m * n));
+  std::vector<T> a(static_cast<std::size_t>(m * k), T(0.5)),
+      b(static_cast<std::size_t>(n * k), T(0.25)), c(static_cast<std::size_t>(m * n));
   const auto run = [&] {
     ref::gemm<T>(false, true, static_cast<std::size_t>(m), static_cast<std::size_t>(n),
-                 static_cast<std::size_t>(k), T(1), a.data(), static_cast<std::size_t>(k),
-                 b.data(), static_cast<std::size_t>(k), T(0), c.data(),
-                 static_cast<std::size_t>(n));
+                 static_cast<std::size_t>(k), T(1), a.data(), static_cast<std::size_t>(k), b.data(),
+                 static_cast<std::size_t>(k), T(0), c.data(), static_cast<std::size_t>(n));
   };
   run();  // warm
   barrier();
@@ -296,8 +317,8 @@ calibration calibrate(const options& o, const problem& prob, int p, par::backend
   if (o.gemm_rate < 0) {
     const std::int64_t m = (prob.M + p - 1) / p;
     const std::int64_t k = prob.K, n = prob.layers() > 1 ? prob.hidden.front() : prob.N;
-    cal.gemm_rate = prob.type == dtype::f32 ? gemm_probe<float>(m, n, k)
-                                            : gemm_probe<double>(m, n, k);
+    cal.gemm_rate =
+        prob.type == dtype::f32 ? gemm_probe<float>(m, n, k) : gemm_probe<double>(m, n, k);
     cal.gemm_probed = true;
     cal.probe["gemm"] = {{"dtype", to_string(prob.type)}, {"M", m}, {"N", n}, {"K", k}};
   }
@@ -373,7 +394,8 @@ prediction predict(const par::kernel& k, const par::run_case& c, const calibrati
     const double compute = f / cal.gemm_rate / (1 - pr.bubble);
     double comm = 0;
     if (cl.collectives)
-      comm = comm_seconds(cl.collectives->forward, cal) + comm_seconds(cl.collectives->backward, cal);
+      comm =
+          comm_seconds(cl.collectives->forward, cal) + comm_seconds(cl.collectives->backward, cal);
     pr.per_rank.push_back(compute + comm);
     if (compute + comm >= pr.time) {
       pr.time = compute + comm;
@@ -404,8 +426,8 @@ whole<T> whole_inputs(const par::run_case& c) {
   w.x = generate<T>(c, {tensor::x, 0}, p.M, p.K);
   w.dy = generate<T>(c, {tensor::dy, 0}, p.M, p.N);
   for (std::size_t l = 0; l + 1 < d.size(); ++l)
-    w.ws.push_back(generate<T>(c, {tensor::w, l}, out_in ? d[l + 1] : d[l],
-                               out_in ? d[l] : d[l + 1]));
+    w.ws.push_back(
+        generate<T>(c, {tensor::w, l}, out_in ? d[l + 1] : d[l], out_in ? d[l] : d[l + 1]));
   return w;
 }
 
@@ -424,8 +446,8 @@ void reference_step(const par::run_case& c, whole<T>& w) {
   if (p.layers() == 1) {
     ref::linear_forward<T>(p.layout, M, sz(p.N), sz(p.K), w.x.data.data(), w.ws[0].data.data(),
                            w.y.data.data());
-    ref::linear_backward_dx<T>(p.layout, M, sz(p.N), sz(p.K), w.dy.data.data(),
-                               w.ws[0].data.data(), w.dx.data.data());
+    ref::linear_backward_dx<T>(p.layout, M, sz(p.N), sz(p.K), w.dy.data.data(), w.ws[0].data.data(),
+                               w.dx.data.data());
     ref::linear_backward_dw<T>(p.layout, M, sz(p.N), sz(p.K), w.dy.data.data(), w.x.data.data(),
                                w.dws[0].data.data());
     return;
@@ -522,16 +544,15 @@ expected_outputs expect_stack(const par::run_case& c, const whole<T>& w,
 // --- one strategy's measurements ----------------------------------------------------------------
 
 struct error_audit {
-  double err_u_mag = 0;     // max |got − expected| / (u·mag) (single layer only)
-  double bound_share = 0;   // max |got − expected| / bound
-  bool finite = true;       // every output finite where expected is
+  double err_u_mag = 0;    // max |got − expected| / (u·mag) (single layer only)
+  double bound_share = 0;  // max |got − expected| / bound
+  bool finite = true;      // every output finite where expected is
 };
 
 // This rank's output blocks against the expected whole outputs.
 template <class T>
 void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par::claims& cl,
-                  const std::vector<any_matrix>& got, const expected_outputs& e,
-                  error_audit& a) {
+                  const std::vector<any_matrix>& got, const expected_outputs& e, error_audit& a) {
   const problem& p = c.prob;
   const double u = ref::unit_roundoff(p.type);
   for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
@@ -541,8 +562,9 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
     const auto& g = std::get<par::matrix<T>>(got[i]);
     const any_matrix& want_any = t.t == tensor::y ? e.y : t.t == tensor::dx ? e.dx : e.dws[t.layer];
     const auto& want = std::get<par::matrix<T>>(want_any);
-    const std::vector<double>& mag =
-        t.t == tensor::y ? e.y_mag : t.t == tensor::dx ? e.dx_mag : e.dw_mag[t.layer];
+    const std::vector<double>& mag = t.t == tensor::y    ? e.y_mag
+                                     : t.t == tensor::dx ? e.dx_mag
+                                                         : e.dw_mag[t.layer];
     double gam = 0;
     if (!e.mag_is_bound) {
       const par::chain_lengths ch = cl.chains ? cl.chains->front() : par::chain_lengths{};
@@ -566,8 +588,10 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
         const double err = std::abs(got_v - want_v);
         if (m > 0 && !e.mag_is_bound) a.err_u_mag = std::max(a.err_u_mag, err / (u * m));
         const double bound = e.mag_is_bound ? m : gam * m;
-        if (bound > 0) a.bound_share = std::max(a.bound_share, err / bound);
-        else if (err > 0) a.bound_share = INFINITY;
+        if (bound > 0)
+          a.bound_share = std::max(a.bound_share, err / bound);
+        else if (err > 0)
+          a.bound_share = INFINITY;
       }
   }
 }
@@ -584,7 +608,6 @@ struct measured {
   error_audit err;
   prediction pred;
 };
-
 
 // One step of the strategy, timed; returns {step seconds, comm seconds} of this rank. With `log`,
 // records the ledger and measures each phase's peak into peak (the first, untimed run).
@@ -604,8 +627,15 @@ step_result run_step(const measured& s, par::ledger* log, bool keep) {
   any_matrix y, dx;
   std::vector<any_matrix> dws(in.ws.size());
   par::context ctx{grid};
+  // The first step records as verify does: the comms' calls and the kernel's raw MPI calls on
+  // the mesh's communicators (pmpi.hpp), the whole mesh as axis −1.
+  std::optional<par::pmpi::recording> raw;
   if (log != nullptr) {
     grid.attach(log, true);
+    std::vector<par::pmpi::tracked_comm> comms{{grid.all().native_handle(), -1}};
+    for (int a = 0; a < static_cast<int>(grid.dims().size()); ++a)
+      comms.push_back({grid.axis(a).native_handle(), a});
+    raw.emplace(*log, true, comms);
     log->set_phase(par::phase::forward);
   }
   barrier();
@@ -627,6 +657,7 @@ step_result run_step(const measured& s, par::ledger* log, bool keep) {
   clock.running = false;
   r.comm = clock.seconds;
   r.peak = peak;
+  raw.reset();
   grid.attach(nullptr, false);
   if (keep) {
     for (const tensor_slot& t : plan.outputs)
@@ -736,7 +767,8 @@ std::string table(const std::vector<measured>& all, const reference_run& ref_run
     const double t = median(s.reps), comm = median(s.comm_reps);
     std::string held = "-";
     double worst = 0;
-    for (std::size_t r = 0; r < s.peak.size(); ++r) worst = std::max(worst, s.inputs[r] + s.peak[r]);
+    for (std::size_t r = 0; r < s.peak.size(); ++r)
+      worst = std::max(worst, s.inputs[r] + s.peak[r]);
     held = human_bytes(static_cast<std::int64_t>(worst));
     double worst_bound = 0;
     for (std::size_t r = 0; r < s.bound.size(); ++r)
@@ -746,13 +778,12 @@ std::string table(const std::vector<measured>& all, const reference_run& ref_run
     const std::string bubble = is_pipeline(*s.k) ? fmt("%.2f", s.pred.bubble) : "-";
     const std::string err = s.c.prob.layers() > 1 ? "-" : ratio(s.err.err_u_mag);
     const std::string share = s.err.finite ? ratio(100 * s.err.bound_share) : "NaN";
-    std::snprintf(line, sizeof line,
-                  "%-*s %11s %11s %11s %11s  %10s %10s  %10s %10s  %6s  %9s %6s\n", width,
-                  s.name.c_str(), ms(t).c_str(), ms(std::max(t - comm, 0.0)).c_str(),
-                  ms(comm).c_str(), ms(s.pred.time).c_str(),
-                  human_bytes(static_cast<std::int64_t>(max_of(s.sent))).c_str(),
-                  human_bytes(static_cast<std::int64_t>(max_of(s.received))).c_str(),
-                  held.c_str(), bound.c_str(), bubble.c_str(), err.c_str(), share.c_str());
+    std::snprintf(
+        line, sizeof line, "%-*s %11s %11s %11s %11s  %10s %10s  %10s %10s  %6s  %9s %6s\n", width,
+        s.name.c_str(), ms(t).c_str(), ms(std::max(t - comm, 0.0)).c_str(), ms(comm).c_str(),
+        ms(s.pred.time).c_str(), human_bytes(static_cast<std::int64_t>(max_of(s.sent))).c_str(),
+        human_bytes(static_cast<std::int64_t>(max_of(s.received))).c_str(), held.c_str(),
+        bound.c_str(), bubble.c_str(), err.c_str(), share.c_str());
     os << line;
   }
   return os.str();
@@ -784,8 +815,8 @@ std::string choice(const std::vector<measured>& all, std::int64_t budget, json& 
   }
   out["fastest_that_fits"] = best->name;
   const double tb = median(best->reps), cb = median(best->comm_reps);
-  os << "fastest within " << human_bytes(budget) << " per rank: " << best->name << " ("
-     << ms(tb) << ")\n";
+  os << "fastest within " << human_bytes(budget) << " per rank: " << best->name << " (" << ms(tb)
+     << ")\n";
   for (const measured& s : all) {
     if (&s == best) continue;
     std::string why;
@@ -799,8 +830,8 @@ std::string choice(const std::vector<measured>& all, std::int64_t budget, json& 
       const double d_bubble = idle - idle_best;
       const double d_comm = (c - idle) - (cb - idle_best);
       const double d_compute = (t - c) - (tb - cb);
-      const double d_sent = max_of(s.sent) + max_of(s.received) - max_of(best->sent) -
-                            max_of(best->received);
+      const double d_sent =
+          max_of(s.sent) + max_of(s.received) - max_of(best->sent) - max_of(best->received);
       if (d_bubble >= d_comm && d_bubble >= d_compute)
         why = "bubble: " + fmt("%.0f%%", 100 * s.pred.bubble) + " of its step idle";
       else if (d_comm >= d_compute)
@@ -909,8 +940,7 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
       }
       m << s.name << " " << held / 1048576 << " " << (s.peak_claimed ? bound / 1048576 : 0.0)
         << "\n";
-      b << s.name << " " << max_of(s.sent) / 1048576 << " " << max_of(s.received) / 1048576
-        << "\n";
+      b << s.name << " " << max_of(s.sent) / 1048576 << " " << max_of(s.received) / 1048576 << "\n";
     }
   }
   const double single = static_cast<double>(ref_run.inputs + ref_run.peak) / 1048576;
@@ -930,7 +960,8 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
     gp << "set output 'compare_memory." << ext << "'\n"
        << "set title 'memory per rank: inputs + measured peak (largest rank)'\n"
        << "set ylabel 'MiB'\nset style histogram clustered gap 1\n"
-       << "plot 'memory.dat' using 2:xtic(1) title 'measured', '' using 3 title 'cost-model bound', "
+       << "plot 'memory.dat' using 2:xtic(1) title 'measured', '' using 3 title 'cost-model "
+          "bound', "
        << single << " with lines lw 2 title 'single device'\n";
     gp << "set output 'compare_bytes." << ext << "'\n"
        << "set title 'bytes per rank, one step (ledger, largest rank)'\n"
@@ -994,7 +1025,7 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
   std::vector<measured> chosen = chosen_in;
   par::comm world = par::comm::world();
   const int rank = world.rank(), p = world.size();
-  const int total = 3 + static_cast<int>(chosen.size()) * (o.reps + 1) + o.reps;
+  const int total = 2 + static_cast<int>(chosen.size()) * (o.reps + 1) + o.reps;
   progress bar(rank == 0 && !o.quiet, total);
   par::run_case ref_case = chosen.empty() ? par::run_case{} : chosen.front().c;
   ref_case.prob = prob;
@@ -1019,9 +1050,9 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
   reference_run ref_run;
   {
     const std::vector<std::int64_t> d = prob.widths();
-    ref_run.inputs =
-        static_cast<std::int64_t>(w.x.data.size() + w.dy.data.size()) * sizeof(T);
-    for (const auto& wl : w.ws) ref_run.inputs += static_cast<std::int64_t>(wl.data.size() * sizeof(T));
+    ref_run.inputs = static_cast<std::int64_t>(w.x.data.size() + w.dy.data.size()) * sizeof(T);
+    for (const auto& wl : w.ws)
+      ref_run.inputs += static_cast<std::int64_t>(wl.data.size() * sizeof(T));
     double f = 0;
     for (std::size_t l = 0; l + 1 < d.size(); ++l)
       f += 6.0 * static_cast<double>(prob.M) * static_cast<double>(d[l]) *
@@ -1042,7 +1073,8 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
           const double t0 = MPI_Wtime();
           reference_step<T>(ref_case, w);
           t = MPI_Wtime() - t0;
-          ref_run.peak = std::max<std::int64_t>(ref_run.peak, static_cast<std::int64_t>(scope.peak()));
+          ref_run.peak =
+              std::max<std::int64_t>(ref_run.peak, static_cast<std::int64_t>(scope.peak()));
         }
         max_all(&t, 1);
         ref_run.reps.push_back(t);
@@ -1069,12 +1101,14 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
     return 0;
   }
 
-  std::printf("shardcheck compare: %d ranks, M=%lld N=%lld K=%lld%s%s dtype=%s backend=%s, %d reps "
-              "(alternating), one step = forward + backward\n",
-              p, static_cast<long long>(prob.M), static_cast<long long>(prob.N),
-              static_cast<long long>(prob.K), prob.hidden.empty() ? "" : " H=",
-              prob.hidden.empty() ? "" : o.hidden.c_str(), std::string(to_string(prob.type)).c_str(),
-              std::string(par::to_string(backend)).c_str(), o.reps);
+  std::printf(
+      "shardcheck compare: %d ranks, M=%lld N=%lld K=%lld%s%s dtype=%s backend=%s, %d reps "
+      "(alternating), one step = forward + backward\n",
+      p, static_cast<long long>(prob.M), static_cast<long long>(prob.N),
+      static_cast<long long>(prob.K),
+      prob.hidden.empty() ? "" : " H=", prob.hidden.empty() ? "" : o.hidden.c_str(),
+      std::string(to_string(prob.type)).c_str(), std::string(par::to_string(backend)).c_str(),
+      o.reps);
   const auto src = [](bool probed) { return probed ? "probed" : "given"; };
   std::printf("cost model: alpha %.2f us (%s), beta %.2f GB/s (%s), GEMM %.2f GFLOP/s (%s)\n",
               cal.alpha * 1e6, src(cal.alpha_probed), cal.beta / 1e9, src(cal.beta_probed),
@@ -1121,7 +1155,8 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
     const std::filesystem::path dir(o.out);
     out["plots"] = plot(dir, chosen, ref_run);
     if (out["plots"].empty())
-      std::printf("plots not written: gnuplot was not found or failed (apt-get install gnuplot-nox)\n");
+      std::printf(
+          "plots not written: gnuplot was not found or failed (apt-get install gnuplot-nox)\n");
     std::ofstream f(dir / "compare.json");
     f << out.dump(2) << "\n";
     if (!f) throw error("compare: cannot write " + (dir / "compare.json").string());
@@ -1154,7 +1189,8 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
   c->add_option("--act", o.act, "Activation of a stack: identity or relu")->capture_default_str();
   c->add_option("--dtype", o.dtype, "f32 or f64")->capture_default_str();
   c->add_option("--backend", o.backend, "mpi or native")->capture_default_str();
-  c->add_option("--strategy", o.strategies, "Strategy to compare (repeatable; default: all that fit)");
+  c->add_option("--strategy", o.strategies,
+                "Strategy to compare (repeatable; default: all that fit)");
   c->add_option("--memory-per-rank", o.memory_per_rank,
                 "Name the fastest strategy that fits in this much per rank, e.g. 512MiB")
       ->transform(CLI::AsSizeValue(false));
@@ -1234,6 +1270,12 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
                               std::to_string(info.max_layers) + " layers, the shape has " +
                               std::to_string(prob.layers()) + " (--H)");
       par::complete_and_validate(*s.k, s.c);
+      // A stage holding no layer is an idle rank: such a pipeline is not one that fits.
+      if (const auto dims = s.k->mesh_dims(s.c); is_pipeline(*s.k) && dims.size() == 3 &&
+                                                 prob.layers() < static_cast<std::size_t>(dims[1]))
+        throw invalid_problem("its " + std::to_string(dims[1]) + " stages need at least " +
+                              std::to_string(dims[1]) + " layers (--H), the shape has " +
+                              std::to_string(prob.layers()));
       if (!s.k->cost(s.c, par::coords_of(0, s.k->mesh_dims(s.c))).chains)
         throw invalid_problem("it claims no chains of additions: no error bound to judge by");
     } catch (const invalid_problem& e) {
