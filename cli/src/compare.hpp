@@ -33,9 +33,9 @@ struct options {
   std::int64_t memory_per_rank = 0;     // 0: no memory budget to choose under
   std::int64_t memory_limit = 0;        // 0: 3/4 of the machine per rank, as verify
   int reps = 5;
-  std::string out;                // directory for compare.json and the plots; empty: none
-  double alpha = -1, beta = -1;   // seconds per message, bytes per second; < 0: probed
-  double gemm_rate = -1;          // flop/s; < 0: probed
+  std::string out;               // directory for compare.json and the plots; empty: none
+  double alpha = -1, beta = -1;  // seconds per message, bytes per second; < 0: probed
+  double gemm_rate = -1;         // flop/s; < 0: probed
   bool quiet = false;
 };
 
