@@ -30,8 +30,8 @@ struct options {
   std::string dtype = "f64";
   std::string backend = "mpi";
   std::vector<std::string> strategies;  // empty: every one that fits
-  std::int64_t memory_per_rank = 0;     // 0: no memory budget to choose under
-  std::int64_t memory_limit = 0;        // 0: 3/4 of the machine per rank, as verify
+  std::string memory_per_rank;          // e.g. "512MiB"; empty: no memory budget to choose under
+  std::string memory_limit;             // e.g. "2GiB"; empty: 3/4 of the machine per rank
   int reps = 5;
   std::string out;               // directory for compare.json and the plots; empty: none
   double alpha = -1, beta = -1;  // seconds per message, bytes per second; < 0: probed
