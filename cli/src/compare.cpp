@@ -211,6 +211,9 @@ class progress {
 
 struct calibration {
   double alpha = 0, beta = 0, gemm_rate = 0;  // s per message, bytes/s per link, flop/s
+  // A collective's own: from the all-reduces of the probe (its reduction and steps included),
+  // else α and β.
+  double alpha_coll = 0, beta_coll = 0;
   bool alpha_probed = false, beta_probed = false, gemm_probed = false;
   json probe = json::object();  // what the probe measured
 };
@@ -305,20 +308,35 @@ calibration calibrate(const options& o, const problem& prob, int p, par::backend
     }
     cal.probe["ping_pong"] = {{"bytes", json::array({8, big})},
                               {"one_way_s", json::array({t_small, t_big})}};
-    // The model checked on all-reduces of two sizes: its ledger bytes through α–β.
+    // All-reduces of two sizes: the point-to-point model's prediction of them from their ledger
+    // bytes, and the collectives' own α and β fitted to them (Open MPI's algorithm is unknown,
+    // its reduction and steps included).
     json ar = json::array();
+    double t[2] = {0, 0}, bytes[2] = {0, 0};
+    int i = 0;
     for (std::int64_t n : {std::int64_t{1}, std::int64_t{1} << 19}) {
-      const double measured = all_reduce_time(n, n > 1 ? 8 : 30);
+      t[i] = all_reduce_time(n, n > 1 ? 8 : 30);
       const par::ledger_entry e = par::all_reduce_entry(b, n, 0, p, sizeof(double));
-      const double model =
-          cal.alpha + static_cast<double>(std::max(e.bytes_sent, e.bytes_received)) / cal.beta;
-      ar.push_back({{"elements", n}, {"measured_s", measured}, {"model_s", model}});
+      bytes[i] = static_cast<double>(std::max(e.bytes_sent, e.bytes_received));
+      ar.push_back({{"elements", n},
+                    {"measured_s", t[i]},
+                    {"point_to_point_model_s", cal.alpha + bytes[i] / cal.beta}});
+      ++i;
     }
     cal.probe["all_reduce"] = ar;
+    if (o.alpha < 0 && o.beta < 0) {
+      cal.alpha_coll = t[0];
+      cal.beta_coll = (bytes[1] - bytes[0]) / std::max(t[1] - t[0], 1e-9);
+    }
+  }
+  if (cal.beta_coll <= 0) {
+    cal.alpha_coll = cal.alpha;
+    cal.beta_coll = cal.beta;
   }
   if (p < 2) {
-    cal.alpha = std::max(cal.alpha, 0.0);
+    cal.alpha = cal.alpha_coll = std::max(cal.alpha, 0.0);
     if (cal.beta <= 0) cal.beta = 1e30;  // nothing leaves a single rank
+    cal.beta_coll = cal.beta;
   }
   if (o.gemm_rate < 0) {
     const std::int64_t m = (prob.M + p - 1) / p;
@@ -378,11 +396,16 @@ std::vector<double> step_flops(const par::kernel& k, const par::run_case& c) {
   return out;
 }
 
-// α + max(sent, received)/β per collective or message of the step.
+// α + max(sent, received)/β per message of the step, with the collectives' own α and β for a
+// collective.
 double comm_seconds(const std::vector<par::ledger_entry>& entries, const calibration& cal) {
   double t = 0;
-  for (const par::ledger_entry& e : entries)
-    t += cal.alpha + static_cast<double>(std::max(e.bytes_sent, e.bytes_received)) / cal.beta;
+  for (const par::ledger_entry& e : entries) {
+    const bool p2p = e.kind == par::collective::send || e.kind == par::collective::recv;
+    t += (p2p ? cal.alpha : cal.alpha_coll) +
+         static_cast<double>(std::max(e.bytes_sent, e.bytes_received)) /
+             (p2p ? cal.beta : cal.beta_coll);
+  }
   return t;
 }
 
@@ -965,7 +988,7 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
     gp << (ext == "png" ? "set terminal pngcairo size 1000,560 noenhanced\n"
                         : "set terminal svg size 1000,560 noenhanced\n");
     gp << "set style data histograms\nset style fill solid 0.8 border -1\nset boxwidth 0.7\n"
-          "set xtics rotate by -30\nset grid ytics\nset key top left\n";
+          "set xtics rotate by -30\nset grid ytics\nset key above horizontal\nset yrange [0:*]\n";
     gp << "set output 'compare_time." << ext << "'\n"
        << "set title 'one training step: slowest rank, median (predicted: cost model)'\n"
        << "set ylabel 'ms'\nset style histogram rowstacked\n"
@@ -1144,9 +1167,11 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
       std::string(to_string(prob.type)).c_str(), std::string(par::to_string(backend)).c_str(),
       o.reps);
   const auto src = [](bool probed) { return probed ? "probed" : "given"; };
-  std::printf("cost model: alpha %.2f us (%s), beta %.2f GB/s (%s), GEMM %.2f GFLOP/s (%s)\n",
-              cal.alpha * 1e6, src(cal.alpha_probed), cal.beta / 1e9, src(cal.beta_probed),
-              cal.gemm_rate / 1e9, src(cal.gemm_probed));
+  std::printf(
+      "cost model: alpha %.2f us (%s), beta %.2f GB/s (%s), collectives alpha %.2f us "
+      "beta %.2f GB/s, GEMM %.2f GFLOP/s (%s)\n",
+      cal.alpha * 1e6, src(cal.alpha_probed), cal.beta / 1e9, src(cal.beta_probed),
+      cal.alpha_coll * 1e6, cal.beta_coll / 1e9, cal.gemm_rate / 1e9, src(cal.gemm_probed));
   std::fputs(table(chosen, ref_run).c_str(), stdout);
   json out;
   out["command"] = "compare";
@@ -1161,6 +1186,8 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
   out["reps"] = o.reps;
   out["cost_model"] = {{"alpha_s", cal.alpha},
                        {"beta_bytes_per_s", cal.beta},
+                       {"collective_alpha_s", cal.alpha_coll},
+                       {"collective_beta_bytes_per_s", cal.beta_coll},
                        {"gemm_flops_per_s", cal.gemm_rate},
                        {"alpha_probed", cal.alpha_probed},
                        {"beta_probed", cal.beta_probed},
