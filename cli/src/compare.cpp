@@ -1198,6 +1198,9 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
                       {"reps_s", ref_run.reps},
                       {"flops", ref_run.flops},
                       {"predicted_time_s", ref_run.predicted},
+                      // The GEMM rate the reps reached, beside the probe's (a busy machine's load
+                      // may differ between the two moments).
+                      {"achieved_flops_per_s", t_ref > 0 ? ref_run.flops / t_ref : 0.0},
                       {"inputs_bytes", ref_run.inputs},
                       {"peak_bytes", ref_run.peak}};
   for (const measured& s : chosen) {

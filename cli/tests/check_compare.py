@@ -42,6 +42,9 @@ def check(doc, ranks, plot_dir=None):
     ref = doc["reference"]
     number(ref["time_s"], "reference time", 1e-9)
     number(ref["predicted_time_s"], "reference prediction", 1e-12)
+    number(ref["achieved_flops_per_s"], "reference achieved rate", 1e6, 1e15)
+    number(cm["collective_alpha_s"], "collective alpha", 0, 1)
+    number(cm["collective_beta_bytes_per_s"], "collective beta", 1e3, 1e31)
     if len(ref["reps_s"]) != doc["reps"]:
         raise ValueError("reference: reps_s has the wrong length")
     if not doc["strategies"]:
