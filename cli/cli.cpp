@@ -1200,8 +1200,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
       return prop::exit_code::usage;
     }
   }
-  const bool needs_mpi = verify->parsed() || selftest->parsed() || (explain->parsed() && ex_record) ||
-                         compare_cmd->parsed();
+  const bool needs_mpi = verify->parsed() || selftest->parsed() ||
+                         (explain->parsed() && ex_record) || compare_cmd->parsed();
   std::unique_ptr<par::environment> env;
   int rank = 0;
   // Every error ends with its exit code (README, "Exit codes"); none escapes as an exception.
