@@ -851,39 +851,6 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
   return written ? status : 2;
 }
 
-// The default memory limit per rank: the machine's share of each rank on it.
-std::int64_t default_limit(const par::comm& world) {
-  MPI_Comm here = MPI_COMM_NULL;
-  par::check_mpi(
-      MPI_Comm_split_type(world.native_handle(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &here),
-      "ranks on this node");
-  int n = 1;
-  MPI_Comm_size(here, &n);
-  MPI_Comm_free(&here);
-  return prop::default_memory_limit(n);
-}
-
-// "2GiB", "512M", "1.5G", "1000000": a positive byte count (K, M, G, T, with or without "iB"
-// or "B", are powers of 1024), or usage_error naming the option. 2^63 bytes or more is refused.
-std::int64_t parse_bytes(const std::string& text) {
-  const char* end = text.data() + text.size();
-  double number = 0;
-  const auto [rest, ec] = std::from_chars(text.data(), end, number);
-  std::string unit(rest, end);
-  unit.erase(0, unit.find_first_not_of(' '));
-  static const std::map<std::string, double, std::less<>> units = {
-      {"", 1},         {"B", 1},       {"K", 0x1p10},   {"KB", 0x1p10}, {"KiB", 0x1p10},
-      {"M", 0x1p20},   {"MB", 0x1p20}, {"MiB", 0x1p20}, {"G", 0x1p30},  {"GB", 0x1p30},
-      {"GiB", 0x1p30}, {"T", 0x1p40},  {"TB", 0x1p40},  {"TiB", 0x1p40}};
-  const auto u = units.find(unit);
-  const double bytes = u == units.end() ? 0 : number * u->second;
-  if (ec != std::errc() || rest == text.data() || u == units.end() || !std::isfinite(bytes) ||
-      bytes < 1 || bytes >= 0x1p63)
-    throw usage_error("--memory-limit '" + text +
-                      "': a byte count from 1 B to below 8 EiB, e.g. 2GiB, 512M or 1000000");
-  return static_cast<std::int64_t>(bytes);
-}
-
 // The watchdog's limit: from 0.1 s (a case needs some time to start) to 10⁶ s (11.6 days), which
 // any clock holds.
 void check_case_timeout(double seconds) {
@@ -922,8 +889,9 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (!o.backend.empty()) forced = par::parse_backend(o.backend);
   const auto chosen = chosen_strategies(cat, o, forced.has_value());
   par::comm world = par::comm::world();
-  const std::int64_t limit =
-      o.memory_limit_text.empty() ? default_limit(world) : parse_bytes(o.memory_limit_text);
+  const std::int64_t limit = o.memory_limit_text.empty()
+                                 ? prop::default_memory_limit_here()
+                                 : prop::parse_bytes(o.memory_limit_text, "--memory-limit");
   par::run_case replay_case;
   if (!o.replay.empty()) {
     replay_case = par::run_case::parse(o.replay);

@@ -1016,37 +1016,6 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
 
 // --- the run ------------------------------------------------------------------------------------
 
-// "2GiB", "512M", "1.5G", "1000000": a byte count from 1 B to below 8 EiB (K, M, G, T, with or
-// without "iB" or "B", are powers of 1024), as verify's --memory-limit; else usage_error.
-std::int64_t parse_bytes(const std::string& text, const char* option) {
-  const char* end = text.data() + text.size();
-  double number = 0;
-  const auto [rest, ec] = std::from_chars(text.data(), end, number);
-  std::string unit(rest, end);
-  unit.erase(0, unit.find_first_not_of(' '));
-  static const std::map<std::string, double, std::less<>> units = {
-      {"", 1},         {"B", 1},       {"K", 0x1p10},   {"KB", 0x1p10}, {"KiB", 0x1p10},
-      {"M", 0x1p20},   {"MB", 0x1p20}, {"MiB", 0x1p20}, {"G", 0x1p30},  {"GB", 0x1p30},
-      {"GiB", 0x1p30}, {"T", 0x1p40},  {"TB", 0x1p40},  {"TiB", 0x1p40}};
-  const auto u = units.find(unit);
-  const double bytes = u == units.end() ? 0 : number * u->second;
-  if (ec != std::errc() || rest == text.data() || u == units.end() || !std::isfinite(bytes) ||
-      bytes < 1 || bytes >= 0x1p63)
-    throw usage_error(std::string(option) + " '" + text +
-                      "': a byte count from 1 B to below 8 EiB, e.g. 2GiB, 512M or 1000000");
-  return static_cast<std::int64_t>(bytes);
-}
-
-std::int64_t ranks_here_limit() {
-  MPI_Comm here = MPI_COMM_NULL;
-  par::check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &here),
-                 "ranks on this node");
-  int n = 1;
-  MPI_Comm_size(here, &n);
-  MPI_Comm_free(&here);
-  return prop::default_memory_limit(n);
-}
-
 // The whole problem once per rank: inputs, the step's outputs, and (a single layer) the expected
 // outputs with their magnitudes. Checked arithmetic, against the limit.
 void check_reference_footprint(const problem& p, std::int64_t limit) {
@@ -1293,10 +1262,11 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   prob.validate();
   par::comm world = par::comm::world();
   const int p = world.size();
-  const std::int64_t limit =
-      o.memory_limit.empty() ? ranks_here_limit() : parse_bytes(o.memory_limit, "--memory-limit");
+  const std::int64_t limit = o.memory_limit.empty()
+                                 ? prop::default_memory_limit_here()
+                                 : prop::parse_bytes(o.memory_limit, "--memory-limit");
   const std::int64_t budget =
-      o.memory_per_rank.empty() ? 0 : parse_bytes(o.memory_per_rank, "--memory-per-rank");
+      o.memory_per_rank.empty() ? 0 : prop::parse_bytes(o.memory_per_rank, "--memory-per-rank");
   check_reference_footprint(prob, limit);
   std::map<std::string, const par::kernel*> by_name;
   std::string known;

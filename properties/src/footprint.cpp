@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "shardcheck/parallel/plan.hpp"
 
@@ -83,6 +86,35 @@ void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t 
                         " (harness buffers, reference and the kernel's claimed peak), above the "
                         "memory limit of " +
                         human_bytes(limit) + " per rank (--memory-limit)");
+}
+
+std::int64_t default_memory_limit_here() {
+  MPI_Comm here = MPI_COMM_NULL;
+  par::check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &here),
+                 "ranks on this node");
+  int n = 1;
+  MPI_Comm_size(here, &n);
+  MPI_Comm_free(&here);
+  return default_memory_limit(n);
+}
+
+std::int64_t parse_bytes(const std::string& text, std::string_view option) {
+  const char* end = text.data() + text.size();
+  double number = 0;
+  const auto [rest, ec] = std::from_chars(text.data(), end, number);
+  std::string unit(rest, end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  static const std::map<std::string, double, std::less<>> units = {
+      {"", 1},         {"B", 1},       {"K", 0x1p10},   {"KB", 0x1p10}, {"KiB", 0x1p10},
+      {"M", 0x1p20},   {"MB", 0x1p20}, {"MiB", 0x1p20}, {"G", 0x1p30},  {"GB", 0x1p30},
+      {"GiB", 0x1p30}, {"T", 0x1p40},  {"TB", 0x1p40},  {"TiB", 0x1p40}};
+  const auto u = units.find(unit);
+  const double bytes = u == units.end() ? 0 : number * u->second;
+  if (ec != std::errc() || rest == text.data() || u == units.end() || !std::isfinite(bytes) ||
+      bytes < 1 || bytes >= 0x1p63)
+    throw invalid_problem(std::string(option) + " '" + text +
+                          "': a byte count from 1 B to below 8 EiB, e.g. 2GiB, 512M or 1000000");
+  return static_cast<std::int64_t>(bytes);
 }
 
 std::string human_bytes(std::int64_t b) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "shardcheck/parallel/kernel.hpp"
 
@@ -34,6 +35,13 @@ struct footprint {
 // "case for data_parallel needs 120.0 GiB on rank 0 (harness buffers, reference and the kernel's
 // claimed peak), above the memory limit of 4.0 GiB per rank (--memory-limit)".
 void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t limit);
+
+// The default limit for the ranks of MPI_COMM_WORLD on this rank's node (MPI_Comm_split_type).
+[[nodiscard]] std::int64_t default_memory_limit_here();
+
+// "2GiB", "512M", "1.5G", "1000000": a byte count from 1 B to below 8 EiB (K, M, G, T, with or
+// without "iB" or "B", are powers of 1024), given as `option`; else invalid_problem naming it.
+[[nodiscard]] std::int64_t parse_bytes(const std::string& text, std::string_view option);
 
 // 512 B, 1.5 KiB, 3.0 MiB, 2.0 GiB.
 [[nodiscard]] std::string human_bytes(std::int64_t b);
