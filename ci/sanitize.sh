@@ -10,7 +10,7 @@
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 build=${SHARDCHECK_SANITIZE_BUILD:-$SHARDCHECK_ROOT/build-sanitize}
-export ASAN_OPTIONS="halt_on_error=1:exitcode=66:detect_leaks=1"
+export ASAN_OPTIONS="halt_on_error=1:exitcode=66:detect_leaks=1:fast_unwind_on_malloc=0"
 export LSAN_OPTIONS="suppressions=$SHARDCHECK_ROOT/ci/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=67"
 bash "$SHARDCHECK_ROOT/ci/setup.sh"
