@@ -6,6 +6,8 @@
 // so user[7] is the first byte past the block, which AddressSanitizer and valgrind both see: under
 // either, malloc and free are theirs (their interceptors replace glibc's), and while the block
 // lives the header is marked unaddressable to them, so a write at user[-1] is seen as well.
+// (valgrind replaces this operator new too unless run with
+// --soname-synonyms=somalloc=nouserintercepts; then the meter misses plain new.)
 // Aligned new (alignment a > 16) uses posix_memalign(a, a + n), header a bytes, user aligned to a.
 #include <cstddef>
 #include <cstdint>
