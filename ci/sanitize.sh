@@ -18,7 +18,10 @@ cmake -S "$SHARDCHECK_ROOT" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DSHARDCHECK_WERROR=ON -DSHARDCHECK_SANITIZE=ON \
   -DSHARDCHECK_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)"
-if [ "$#" -eq 0 ]; then set -- -L 'unit|sanitize'; fi
+# Left out: tests that crash a rank on purpose (UBSan reports the null store before the SIGSEGV
+# they expect), preload a fault library (ASan's runtime must be the first library) or time a read
+# at 20 s (slower under ASan): cli.crash_*, cli.mpi_error, cli.endless_stdin.
+if [ "$#" -eq 0 ]; then set -- -L 'unit|sanitize' -E '^cli\.(crash_.*|mpi_error|endless_stdin)$'; fi
 ctest --test-dir "$build" --output-on-failure --timeout 600 "$@"
 echo "ci/sanitize.sh: verify at 3 ranks, every strategy, under ASan + UBSan"
 mpirun -n 3 --oversubscribe "$build/cli/shardcheck" verify --cases 100 --seed 3 --quiet
