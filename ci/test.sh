@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: the format check, the build, every test (unit, property at 1-4 ranks,
 # mutant), then the outside kernels built against the installed package (ci/outside_kernel.sh,
-# ci/scalapack_kernel.sh: ScaLAPACK's PDGEMM/PSGEMM).
-# Extra arguments go to ctest, e.g. `bash ci/test.sh -L mutant`, and skip the outside kernel.
+# ci/scalapack_kernel.sh: ScaLAPACK's PDGEMM/PSGEMM) and a minute of fuzzing (ci/fuzz.sh).
+# Extra arguments go to ctest, e.g. `bash ci/test.sh -L mutant`, and skip the outside kernels and
+# the fuzzing.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 bash "$SHARDCHECK_ROOT/ci/setup.sh"
@@ -13,4 +14,5 @@ ctest --output-on-failure --timeout 900 "$@"
 if [ "$#" -eq 0 ]; then
   bash "$SHARDCHECK_ROOT/ci/outside_kernel.sh"
   bash "$SHARDCHECK_ROOT/ci/scalapack_kernel.sh"
+  bash "$SHARDCHECK_ROOT/ci/fuzz.sh"
 fi

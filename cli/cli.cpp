@@ -584,15 +584,20 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
     probe.prob.layout = info.layouts.front();
     probe.mode = info.modes.front();
     for (std::size_t l = 1; l < info.min_layers; ++l) probe.prob.hidden.push_back(1);
-    int step = 1;
+    // The product of the pinned mesh factors, each and all capped at max_parts + 1 (dp=65536
+    // tp=65536 needs "more than 1048576" workers, never a wrapped int).
+    const std::int64_t cap = std::int64_t{par::max_parts} + 1;
+    std::int64_t step = 1;
     for (const auto& ps : info.params)
       if (const auto it = pinned.find(ps.name); it != pinned.end()) {
         probe.params[ps.name] = it->second;
-        if (ps.divides_p) step *= static_cast<int>(std::max<std::int64_t>(it->second, 1));
+        if (ps.divides_p) step = std::min(step * std::clamp<std::int64_t>(it->second, 1, cap), cap);
       }
-    probe.p = p > 0 ? p : step;
+    probe.p = p > 0 ? p : static_cast<int>(step);
     if (probe.p > ranks)
-      throw usage_error(n + ": the pinned parameters need p=" + std::to_string(probe.p) +
+      throw usage_error(n + ": the pinned parameters need " +
+                        (step == cap && p <= 0 ? "more than " + std::to_string(par::max_parts)
+                                               : "p=" + std::to_string(probe.p)) +
                         " workers; only " + std::to_string(ranks) + " ranks were launched");
     par::complete_and_validate(*s, probe);
     try {

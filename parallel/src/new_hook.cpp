@@ -1,33 +1,73 @@
 // Replaces the global operator new/delete so that every allocation of the binary that links this
-// object reaches shardcheck's memory meter. Each block carries a header with its size.
+// object reaches shardcheck's memory meter. The meter counts the requested bytes exactly, and the
+// block is asked of malloc at its exact size: its header (the requested size and the header's
+// length) lies BEFORE the user's bytes, never slack after them. For `new double[7]`:
+//   malloc(16 + 56) → raw;  user = raw + 16;  raw[0..16) = {16, 56};  on_alloc(56)
+// so user[7] is the first byte past the block, which AddressSanitizer and valgrind both see: under
+// either, malloc and free are theirs (their interceptors replace glibc's), and while the block
+// lives the header is marked unaddressable to them, so a write at user[-1] is seen as well.
+// (valgrind replaces this operator new too unless run with
+// --soname-synonyms=somalloc=nouserintercepts; then the meter misses plain new.)
+// Aligned new (alignment a > 16) uses posix_memalign(a, a + n), header a bytes, user aligned to a.
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
 #include "shardcheck/parallel/memory.hpp"
 
+#if __has_include(<sanitizer/asan_interface.h>)
+#include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION: no-ops without ASan
+#endif
+#ifndef ASAN_POISON_MEMORY_REGION
+#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#endif
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>  // client requests: a few no-op instructions outside valgrind
+#define SHARDCHECK_HIDE_HEADER(addr, size) (void)VALGRIND_MAKE_MEM_NOACCESS(addr, size)
+#define SHARDCHECK_SHOW_HEADER(addr, size) (void)VALGRIND_MAKE_MEM_DEFINED(addr, size)
+#else
+#define SHARDCHECK_HIDE_HEADER(addr, size) ((void)(addr), (void)(size))
+#define SHARDCHECK_SHOW_HEADER(addr, size) ((void)(addr), (void)(size))
+#endif
+
 namespace {
-constexpr std::size_t header = 64;  // keeps every alignment up to 64 for the user pointer
+// Two size_t words, and malloc's own alignment (16 on x86-64), which plain new promises.
+constexpr std::size_t min_header = alignof(std::max_align_t) > 2 * sizeof(std::size_t)
+                                       ? alignof(std::max_align_t)
+                                       : 2 * sizeof(std::size_t);
 
 struct registrar {
   registrar() { shardcheck::mem::set_global_new_tracked(); }
 } const registered;
 
-void* allocate(std::size_t bytes, std::size_t align) {
-  if (align < alignof(std::max_align_t)) align = alignof(std::max_align_t);
-  const std::size_t head = align > header ? align : header;
-  void* raw = std::aligned_alloc(head, (head + bytes + head - 1) / head * head);
+void* allocate(std::size_t bytes, std::size_t align) noexcept {
+  const std::size_t head = align > min_header ? align : min_header;
+  if (bytes > SIZE_MAX - head) return nullptr;
+  void* raw = nullptr;
+  if (head == alignof(std::max_align_t)) {
+    raw = std::malloc(head + bytes);
+  } else if (posix_memalign(&raw, head, head + bytes) != 0) {
+    raw = nullptr;
+  }
   if (raw == nullptr) return nullptr;
   auto* user = static_cast<unsigned char*>(raw) + head;
   reinterpret_cast<std::size_t*>(user)[-1] = bytes;
   reinterpret_cast<std::size_t*>(user)[-2] = head;
+  ASAN_POISON_MEMORY_REGION(raw, head);
+  SHARDCHECK_HIDE_HEADER(raw, head);
   shardcheck::mem::on_alloc(bytes);
   return user;
 }
 void release(void* p) noexcept {
   if (p == nullptr) return;
   auto* user = static_cast<unsigned char*>(p);
-  const std::size_t bytes = reinterpret_cast<std::size_t*>(user)[-1];
-  const std::size_t head = reinterpret_cast<std::size_t*>(user)[-2];
+  auto* words = reinterpret_cast<std::size_t*>(user) - 2;
+  ASAN_UNPOISON_MEMORY_REGION(words, 2 * sizeof(std::size_t));
+  SHARDCHECK_SHOW_HEADER(words, 2 * sizeof(std::size_t));
+  const std::size_t bytes = words[1];
+  const std::size_t head = words[0];
   shardcheck::mem::on_free(bytes);
   std::free(user - head);
 }
@@ -48,6 +88,12 @@ void* operator new[](std::size_t n, std::align_val_t a) {
 }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return allocate(n, 0); }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return allocate(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate(n, static_cast<std::size_t>(a));
+}
 void operator delete(void* p) noexcept { release(p); }
 void operator delete[](void* p) noexcept { release(p); }
 void operator delete(void* p, std::size_t) noexcept { release(p); }
@@ -58,3 +104,5 @@ void operator delete(void* p, std::size_t, std::align_val_t) noexcept { release(
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { release(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { release(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { release(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { release(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { release(p); }

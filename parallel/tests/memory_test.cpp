@@ -1,11 +1,34 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "shardcheck/parallel/matrix.hpp"
 #include "shardcheck/parallel/memory.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SHARDCHECK_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SHARDCHECK_UNDER_ASAN 1
+#endif
+#endif
+#ifdef SHARDCHECK_UNDER_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 using namespace shardcheck;
+
+namespace {
+struct alignas(256) wide_block {
+  char bytes[300];
+};
+[[nodiscard]] std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+// Stored where the compiler must assume it is read: a new-expression whose block is never used
+// may be elided, and then nothing is counted.
+const void* volatile escaped = nullptr;
+}  // namespace
 
 TEST(peak_scope, counts_tracked_buffers_at_their_peak) {
   mem::peak_scope scope;
@@ -34,3 +57,60 @@ TEST(peak_scope, nested_scopes_keep_the_outer_peak) {
   }
   EXPECT_EQ(outer.peak(), 5000u);
 }
+
+// No rounding anywhere: 3×5 doubles are 120 bytes (not 128), 13 chars are 13 bytes, and every byte
+// is given back.
+TEST(peak_scope, counts_exact_sizes_with_no_rounding) {
+  const std::size_t base = mem::live_bytes();
+  mem::peak_scope scope;
+  {
+    par::matrix<double> a(3, 5);
+    EXPECT_EQ(mem::live_bytes() - base, 120u);
+    par::matrix<float> b(1, 3);
+    EXPECT_EQ(mem::live_bytes() - base, 120u + 12u);
+  }
+  EXPECT_EQ(scope.peak(), 132u);
+  {
+    mem::peak_scope one;
+    const std::unique_ptr<char[]> c(new char[13]);
+    escaped = c.get();
+    EXPECT_EQ(mem::live_bytes() - base, 13u);
+    const std::vector<char> v(1);
+    escaped = v.data();
+    EXPECT_EQ(one.peak(), 14u);
+  }
+  EXPECT_EQ(mem::live_bytes(), base);
+}
+
+// Exact sizes keep the alignments: 64 for tracked buffers, 16 for plain new, the asked one for
+// aligned new (a 300-byte struct aligned to 256 is 512 bytes, counted as such).
+TEST(peak_scope, exact_sizes_keep_their_alignment) {
+  const par::matrix<double> m(1, 7);
+  EXPECT_EQ(address(m.data.data()) % 64, 0u);
+  const std::unique_ptr<char[]> c(new char[5]);
+  EXPECT_EQ(address(c.get()) % alignof(std::max_align_t), 0u);
+  mem::peak_scope scope;
+  const auto w = std::make_unique<wide_block>();
+  EXPECT_EQ(address(w.get()) % 256, 0u);
+  EXPECT_EQ(scope.peak(), sizeof(wide_block));
+}
+
+#ifdef SHARDCHECK_UNDER_ASAN
+// Under AddressSanitizer the byte right after the user's bytes is outside the block: a tracked
+// buffer of 7 doubles, new double[7], an aligned block. So is the header before a new block.
+TEST(peak_scope, asan_sees_the_byte_past_every_block) {
+  const par::matrix<double> m(1, 7);
+  const auto* tracked = reinterpret_cast<const char*>(m.data.data());
+  EXPECT_FALSE(__asan_address_is_poisoned(tracked + 55));
+  EXPECT_TRUE(__asan_address_is_poisoned(tracked + 56));
+  const std::unique_ptr<double[]> d(new double[7]);
+  const auto* plain = reinterpret_cast<const char*>(d.get());
+  EXPECT_FALSE(__asan_address_is_poisoned(plain + 55));
+  EXPECT_TRUE(__asan_address_is_poisoned(plain + 56));
+  EXPECT_TRUE(__asan_address_is_poisoned(plain - 1));
+  const auto w = std::make_unique<wide_block>();
+  const auto* aligned = reinterpret_cast<const char*>(w.get());
+  EXPECT_TRUE(__asan_address_is_poisoned(aligned + sizeof(wide_block)));
+  EXPECT_TRUE(__asan_address_is_poisoned(aligned - 1));
+}
+#endif

@@ -88,15 +88,19 @@ struct chain_lengths {
   std::int64_t y = 0, dx = 0, dw = 0;
 };
 
+// Bytes the kernel allocates above its inputs, at most, in each phase (outputs included). Named
+// claims::peak_claim; declared out here because clang cannot default-construct a nested struct
+// with member initializers inside its enclosing class's std::optional (out.peak.emplace()).
+struct peak_claim {
+  std::int64_t forward = 0, backward = 0;
+};
+
 // A kernel's claims for one case on one rank. Each is optional.
 struct claims {
   struct collective_claim {
     std::vector<ledger_entry> forward, backward;  // this rank's collectives and messages, in order
   };
-  struct peak_claim {
-    // Bytes the kernel allocates above its inputs, at most, in each phase (outputs included).
-    std::int64_t forward = 0, backward = 0;
-  };
+  using peak_claim = par::peak_claim;
   std::optional<collective_claim> collectives;
   std::optional<peak_claim> peak;
   // One per layer (l = 1 … L at index l − 1).
