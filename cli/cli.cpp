@@ -1044,30 +1044,21 @@ int cli_main(int argc, char** argv, par::registry extra) {
                        ->capture_default_str()
                        ->check(unsigned_integer);
   auto* replay_opt =
-      verify->add_option("--replay", vo.replay, "Run exactly one case, given by its replay line")
-          ->check(not_empty);
+      verify->add_option("--replay", vo.replay, "Run exactly one case, given by its replay line");
   auto* replay_file_opt =
-      verify
-          ->add_option("--replay-file", vo.replay_file,
-                       "Run the cases of a file of replay lines, one a line ('-': stdin); a line "
-                       "without strategy= runs on every kernel under test that takes it")
-          ->check(not_empty);
-  auto* corpus_opt =
-      verify
-          ->add_option("--corpus", vo.corpus,
-                       "Regression corpus: replay its lines on the kernels under test first, then "
-                       "append every new shrunk failure")
-          ->check(not_empty);
+      verify->add_option("--replay-file", vo.replay_file,
+                         "Run the cases of a file of replay lines, one a line ('-': stdin); a line "
+                         "without strategy= runs on every kernel under test that takes it");
+  auto* corpus_opt = verify->add_option(
+      "--corpus", vo.corpus,
+      "Regression corpus: replay its lines on the kernels under test first, then "
+      "append every new shrunk failure");
   replay_opt->excludes(replay_file_opt)->excludes(corpus_opt);
   replay_file_opt->excludes(corpus_opt);
-  verify
-      ->add_option("--junit", vo.junit,
-                   "Write JUnit XML results to this file (rewritten as each strategy finishes)")
-      ->check(not_empty);
-  verify
-      ->add_option("--json", vo.json,
-                   "Write JSON results to this file (rewritten as each strategy finishes)")
-      ->check(not_empty);
+  verify->add_option("--junit", vo.junit,
+                     "Write JUnit XML results to this file (rewritten as each strategy finishes)");
+  verify->add_option("--json", vo.json,
+                     "Write JSON results to this file (rewritten as each strategy finishes)");
   verify
       ->add_option("--property", vo.properties,
                    "Properties to check: all, or a list of forward,backward,ledger,memory,"
@@ -1086,11 +1077,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
                      "Refuse a case whose footprint on a rank is above this many bytes, e.g. "
                      "2GiB, 512M, 1000000 (default: 3/4 of the machine's memory shared by the "
                      "ranks on it)");
-  verify
-      ->add_option("--log-cases", vo.log_cases,
-                   "Append every case line to this file before the case runs (replays with "
-                   "--replay-file)")
-      ->check(not_empty);
+  verify->add_option("--log-cases", vo.log_cases,
+                     "Append every case line to this file before the case runs (replays with "
+                     "--replay-file)");
   auto* backend_opt = verify->add_option("--backend", vo.backend,
                                          "Run every case's collectives on this backend: mpi or "
                                          "native (default: drawn per case)");
