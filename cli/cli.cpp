@@ -225,13 +225,55 @@ std::vector<std::vector<par::ledger_entry>> gather_recorded(const par::kernel& k
 // explain shows every rank up to this many, else the first two and the last unless --rank says.
 constexpr int explain_all_ranks = 64;
 
+// The recorded entries of one phase as explain's JSON: every entry, and the bytes sent and
+// received.
+nlohmann::ordered_json recorded_json(const std::vector<par::ledger_entry>& entries, par::phase p) {
+  nlohmann::ordered_json rec = {
+      {"bytes_sent", 0}, {"bytes_received", 0}, {"entries", nlohmann::ordered_json::array()}};
+  for (const par::ledger_entry& e : entries) {
+    if (e.when != p) continue;
+    rec["entries"].push_back(entry_json(e));
+    rec["bytes_sent"] = rec["bytes_sent"].get<std::int64_t>() + e.bytes_sent;
+    rec["bytes_received"] = rec["bytes_received"].get<std::int64_t>() + e.bytes_received;
+  }
+  return rec;
+}
+
+// "  recorded forward: 4 × broadcast; sent 16384 B, received 16384 B" (`who`: "recorded" or
+// "recorded by summa").
+void print_recorded(const nlohmann::ordered_json& rec, const std::string& who, const char* phase) {
+  std::map<std::string, int> kinds;
+  for (const auto& e : rec["entries"]) ++kinds[e["collective"].get<std::string>()];
+  std::cout << "  " << who << " " << phase << ":";
+  if (kinds.empty()) std::cout << " nothing";
+  for (const auto& [kind, n] : kinds) std::cout << " " << n << " × " << kind;
+  std::cout << "; sent " << rec["bytes_sent"] << " B, received " << rec["bytes_received"] << " B\n";
+}
+
 int do_explain(const catalogue& cat, const std::string& name, par::run_case c, bool json,
-               std::vector<int> ranks, bool record) {
+               std::vector<int> ranks, bool record, const std::string& beside) {
   const par::kernel& s = cat.need(name);
   c.strategy = name;
   par::complete_and_validate(s, c);
+  if (!beside.empty() && !record) throw usage_error("--beside needs --record");
+  // --beside: another strategy on the same shape, workers and (where it has them) parameters,
+  // recorded the same way, so that two kernels' traffic reads side by side per rank.
+  par::run_case other = c;
+  if (!beside.empty()) {
+    const par::kernel& b = cat.need(beside);
+    other.strategy = beside;
+    other.parts.clear();
+    other.params.clear();
+    for (const par::param_spec& ps : b.info().params)
+      if (const auto it = c.params.find(ps.name); it != c.params.end())
+        other.params[ps.name] = it->second;
+    par::complete_and_validate(b, other);
+  }
   const std::vector<std::vector<par::ledger_entry>> recorded =
       record ? gather_recorded(s, c) : std::vector<std::vector<par::ledger_entry>>{};
+  const std::vector<std::vector<par::ledger_entry>> recorded_beside =
+      beside.empty() ? std::vector<std::vector<par::ledger_entry>>{}
+                     : gather_recorded(cat.need(beside), other);
   if (record && recorded.empty()) return 0;  // rank > 0: rank 0 prints
   const auto dims = s.mesh_dims(c);
   const par::case_plan plan0 = par::plan_of(s, c, par::coords_of(0, dims));
@@ -291,15 +333,14 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     }
     if (record) {
       // As recorded, per phase: every entry, and the bytes this rank sent and received.
-      for (const char* phase : {"forward", "backward"}) {
-        auto& rec = rank["recorded"][phase];
-        rec = {
-            {"bytes_sent", 0}, {"bytes_received", 0}, {"entries", nlohmann::ordered_json::array()}};
-        for (const par::ledger_entry& e : recorded[static_cast<std::size_t>(r)]) {
-          if ((e.when == par::phase::forward) != (std::string(phase) == "forward")) continue;
-          rec["entries"].push_back(entry_json(e));
-          rec["bytes_sent"] = rec["bytes_sent"].get<std::int64_t>() + e.bytes_sent;
-          rec["bytes_received"] = rec["bytes_received"].get<std::int64_t>() + e.bytes_received;
+      const auto at = static_cast<std::size_t>(r);
+      for (const auto& [phase, p] : {std::pair{"forward", par::phase::forward},
+                                     std::pair{"backward", par::phase::backward}}) {
+        rank["recorded"][phase] = recorded_json(recorded[at], p);
+        if (!beside.empty()) {
+          rank["beside"]["strategy"] = beside;
+          rank["beside"]["case"] = other.to_string();
+          rank["beside"][phase] = recorded_json(recorded_beside[at], p);
         }
       }
     }
@@ -366,14 +407,9 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     }
     if (rank.contains("recorded"))
       for (const char* phase : {"forward", "backward"}) {
-        const auto& rec = rank["recorded"][phase];
-        std::map<std::string, int> kinds;
-        for (const auto& e : rec["entries"]) ++kinds[e["collective"].get<std::string>()];
-        std::cout << "  recorded " << phase << ":";
-        if (kinds.empty()) std::cout << " nothing";
-        for (const auto& [kind, n] : kinds) std::cout << " " << n << " × " << kind;
-        std::cout << "; sent " << rec["bytes_sent"] << " B, received " << rec["bytes_received"]
-                  << " B\n";
+        print_recorded(rank["recorded"][phase], "recorded", phase);
+        if (rank.contains("beside"))
+          print_recorded(rank["beside"][phase], "recorded by " + beside, phase);
       }
     const auto& peak = rank["peak_bytes_bound"];
     if (peak.is_object())
@@ -1122,6 +1158,10 @@ int cli_main(int argc, char** argv, par::registry extra) {
                       "Show only these ranks (repeatable; default: every rank up to 64, else "
                       "ranks 0, 1 and the last)");
   bool ex_record = false;
+  std::string ex_beside;
+  explain->add_option("--beside", ex_beside,
+                      "With --record: record this strategy too, on the same shape, workers and "
+                      "parameters (those it has), and show its traffic beside, rank by rank");
   explain->add_flag("--record", ex_record,
                     "Run the case once on p ranks (under mpirun) and show what each rank recorded");
 
@@ -1205,7 +1245,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
         if (!c.params.emplace(name, value).second)
           throw usage_error("--param " + name + " given twice");
       }
-      return do_explain(cat, ex_name, c, ex_json, ex_ranks, ex_record);
+      return do_explain(cat, ex_name, c, ex_json, ex_ranks, ex_record, ex_beside);
     }
     if (verify->parsed()) return do_verify(cat, vo, program);
     if (selftest->parsed()) return do_selftest(cat, st, st_timeout, program);
