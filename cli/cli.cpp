@@ -1029,6 +1029,14 @@ int do_selftest(const catalogue& cat, const prop::selftest_options& o, double ti
   if (o.cases < 1) throw usage_error("--cases must be at least 1");
   check_case_timeout(timeout);
   par::comm world = par::comm::world();
+  // The gate is judged at 4 ranks: with fewer, a cell whose defect needs more workers (a 2 × 2
+  // mesh, a third stage) cannot fire, and its NOT CAUGHT would say nothing of the properties.
+  constexpr int selftest_ranks = 4;
+  if (world.size() < selftest_ranks)
+    throw usage_error("selftest judges its cells at " + std::to_string(selftest_ranks) +
+                      " ranks (mpirun -n " + std::to_string(selftest_ranks) + "); " +
+                      std::to_string(world.size()) +
+                      " launched, too few for the cells whose defects need more workers");
   prop::driver d(
       world, [&](std::string_view n) { return cat.find(n); }, timeout, program);
   int status = 0;
