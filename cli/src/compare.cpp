@@ -297,7 +297,11 @@ calibration calibrate(const options& o, const problem& prob, int p, par::backend
   if (p >= 2 && (o.alpha < 0 || o.beta < 0)) {
     const std::size_t big = std::size_t{4} << 20;
     const double t_small = ping_pong(8, 30), t_big = ping_pong(big, 8);
-    const double a = t_small, bw = static_cast<double>(big) / std::max(t_big - a, 1e-9);
+    // β from the time the large message takes beyond the latency; should noise leave no time
+    // beyond it, from the large message's whole time (a lower bound on the bandwidth), never
+    // from a made-up floor.
+    const double a = t_small;
+    const double bw = static_cast<double>(big) / (t_big > a ? t_big - a : t_big);
     if (o.alpha < 0) {
       cal.alpha = a;
       cal.alpha_probed = true;
@@ -325,8 +329,12 @@ calibration calibrate(const options& o, const problem& prob, int p, par::backend
     }
     cal.probe["all_reduce"] = ar;
     if (o.alpha < 0 && o.beta < 0) {
-      cal.alpha_coll = t[0];
-      cal.beta_coll = (bytes[1] - bytes[0]) / std::max(t[1] - t[0], 1e-9);
+      // The larger all-reduce must have taken longer, else the fit says nothing and the
+      // collectives fall back to α and β below (beta_coll stays 0).
+      if (t[1] > t[0]) {
+        cal.alpha_coll = t[0];
+        cal.beta_coll = (bytes[1] - bytes[0]) / (t[1] - t[0]);
+      }
     }
   }
   if (cal.beta_coll <= 0) {
