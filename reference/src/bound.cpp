@@ -1,5 +1,6 @@
 #include "shardcheck/reference/bound.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -20,6 +21,24 @@ double element_bound(double mag, std::int64_t k_par, std::int64_t k_ref, dtype t
   const double inflate = 1.0 - gamma(k_mag, dtype::f64);
   if (!(inflate > 0.0)) return std::numeric_limits<double>::infinity();
   return (gamma(k_par, t) + gamma(k_ref, t)) * mag / inflate;
+}
+
+double gamma_tilde(std::int64_t k, double u, double lambda) {
+  if (k <= 0) return 0.0;
+  const double kd = static_cast<double>(k);
+  const double e = lambda * std::sqrt(kd) * u + kd * u * u / (1.0 - u);
+  if (!(e < 700.0)) return std::numeric_limits<double>::infinity();
+  return std::expm1(e);
+}
+
+double lambda_for(double events, double p_fail, double u) {
+  if (!(events >= 1.0)) events = 1.0;
+  return std::sqrt(2.0 * std::log(2.0 * events / p_fail)) / (1.0 - u);
+}
+
+double false_alarm(double events, double lambda, double u) {
+  const double q = lambda * (1.0 - u);
+  return std::min(1.0, 2.0 * events * std::exp(-q * q / 2.0));
 }
 
 }  // namespace shardcheck::ref

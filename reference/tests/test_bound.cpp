@@ -49,5 +49,23 @@ TEST(bound, zero_magnitude_means_zero_bound_even_without_a_gamma) {
   EXPECT_TRUE(std::isinf(element_bound(1.0, std::int64_t{1} << 30, 1, dtype::f32, 1)));
 }
 
+TEST(bound, gamma_tilde_is_the_probabilistic_form) {
+  const double u = 0x1p-24;
+  EXPECT_EQ(gamma_tilde(0, u, 9.0), 0.0);
+  // ≈ λ·√k·u, to first order: the rest is (λ√k u)²/2 and k·u².
+  EXPECT_NEAR(gamma_tilde(16384, u, 9.4), 9.4 * 128 * u, 1e-4 * 9.4 * 128 * u);
+  EXPECT_LT(gamma_tilde(16384, u, 9.4), gamma(16384, dtype::f32) / 10);
+  EXPECT_TRUE(std::isinf(gamma_tilde(1 << 30, 0x1p-8, 9.0)));
+}
+
+TEST(bound, lambda_for_meets_its_false_alarm_probability) {
+  const double u = 0x1p-24;
+  const double lambda = lambda_for(1e10, 1e-9, u);
+  EXPECT_NEAR(lambda, 9.42, 0.01);
+  EXPECT_NEAR(false_alarm(1e10, lambda, u), 1e-9, 1e-12);
+  EXPECT_GT(lambda_for(1e12, 1e-9, u), lambda);
+  EXPECT_EQ(false_alarm(1e10, 0.0, u), 1.0);
+}
+
 }  // namespace
 }  // namespace shardcheck::ref

@@ -42,4 +42,22 @@ namespace shardcheck::ref {
 [[nodiscard]] double element_bound(double mag, std::int64_t k_par, std::int64_t k_ref, dtype t,
                                    std::int64_t k_mag);
 
+// --- the statistical tier (Higham & Mary, "A new approach to probabilistic rounding error
+// analysis", SIAM J. Sci. Comput. 41(5), 2019) --------------------------------------------------
+// Assumption: the rounding errors δ_i of one computation are independent random variables of mean
+// zero with |δ_i| ≤ u. Then (their Theorem 2.4) Π_{i≤k}(1+δ_i) = 1 + θ_k with
+//   |θ_k| ≤ γ̃_k(λ) = exp(λ·√k·u + k·u²/(1 − u)) − 1   (≈ λ·√k·u)
+// except with probability at most 2·exp(−λ²(1 − u)²/2); a dot product of length k (Theorem 3.1)
+// holds |ŝ − s| ≤ γ̃_k(λ)·Σ|x_i||y_i| except with probability at most 2k·exp(−λ²(1 − u)²/2).
+// gamma_tilde(k, u, λ): γ̃_k(λ); +infinity where it overflows. gamma_tilde(16384, 2⁻²⁴, 9.4)
+// is 7.2e-5, against γ_16384 = 9.8e-4.
+[[nodiscard]] double gamma_tilde(std::int64_t k, double u, double lambda);
+// The λ that makes `events` such bounds hold together except with probability at most p_fail
+// (a union bound): events = Σ over the checked elements and computations of the chain length k,
+// λ = √(2·ln(2·events/p_fail)) / (1 − u). lambda_for(1e10, 1e-9, 2⁻²⁴) = 9.42.
+[[nodiscard]] double lambda_for(double events, double p_fail, double u);
+// The probability bound of the statistical tier at λ for `events` roundings:
+// min(1, 2·events·exp(−λ²(1 − u)²/2)); false_alarm(e, lambda_for(e, p, u), u) ≈ p.
+[[nodiscard]] double false_alarm(double events, double lambda, double u);
+
 }  // namespace shardcheck::ref
