@@ -24,6 +24,7 @@
 #include "src/compare.hpp"
 #include "src/corpus.hpp"
 #include "src/results.hpp"
+#include "src/scale.hpp"
 
 namespace shardcheck {
 
@@ -1185,10 +1186,12 @@ int cli_main(int argc, char** argv, par::registry extra) {
 
   compare::options co;
   auto* compare_cmd = compare::add_subcommand(app, co);
+  scale::options so;
+  auto* scale_cmd = scale::add_subcommand(app, so);
 
   // No option takes an empty value: `--p ''` or `--backend ''` would otherwise be read as the
   // default, silently.
-  for (CLI::App* sub : {verify, explain, selftest, compare_cmd})
+  for (CLI::App* sub : {verify, explain, selftest, compare_cmd, scale_cmd})
     for (CLI::Option* o : sub->get_options())
       if (o->get_type_size() != 0) o->check(not_empty);
   p_opt->check(CLI::Range(1, par::max_parts));
@@ -1211,7 +1214,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
     }
   }
   const bool needs_mpi = verify->parsed() || selftest->parsed() ||
-                         (explain->parsed() && ex_record) || compare_cmd->parsed();
+                         (explain->parsed() && ex_record) || compare_cmd->parsed() ||
+                         scale_cmd->parsed();
   std::unique_ptr<par::environment> env;
   int rank = 0;
   // Every error ends with its exit code (README, "Exit codes"); none escapes as an exception.
@@ -1260,6 +1264,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
     if (compare_cmd->parsed())
       return compare::run(
           cat.normal(), [&](std::string_view n) { return cat.find(n); }, co);
+    if (scale_cmd->parsed())
+      return scale::run(
+          cat.normal(), [&](std::string_view n) { return cat.find(n); }, so);
   } catch (const mpi_error& e) {
     return fail(prop::exit_code::runtime, "MPI error: ", e.what());
   } catch (const shardcheck::error& e) {

@@ -906,6 +906,8 @@ std::string choice(const std::vector<measured>& all, std::int64_t budget, json& 
   return "";
 }
 
+}  // namespace
+
 json machine_json(int ranks) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -923,6 +925,32 @@ json machine_json(int ranks) {
   m["OPENBLAS_NUM_THREADS"] = threads != nullptr ? threads : "";
   return m;
 }
+
+std::vector<std::string> gnuplot(const std::filesystem::path& dir, const std::string& stem,
+                                 const std::vector<std::string>& figures,
+                                 const std::function<std::string(const std::string&)>& body) {
+  namespace fs = std::filesystem;
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) return {};
+  std::vector<std::string> written;
+  for (const char* term : {"png", "svg"}) {
+    const std::string ext = term;
+    {
+      std::ofstream gp(dir / (stem + "_" + ext + ".gp"));
+      gp << (ext == "png" ? "set terminal pngcairo size 1000,560 noenhanced\n"
+                          : "set terminal svg size 1000,560 noenhanced\n");
+      gp << body(ext);
+    }
+    const std::string cmd = "cd '" + dir.string() + "' && gnuplot " + stem + "_" + ext + ".gp 2>&1";
+    if (std::system(cmd.c_str()) != 0) continue;
+    for (const std::string& what : figures) {
+      const fs::path f = dir / (what + "." + ext);
+      if (fs::exists(f)) written.push_back(f.filename().string());
+    }
+  }
+  return written;
+}
+
+namespace {
 
 json strategy_json(const measured& s) {
   const double t = median(s.reps), comm = median(s.comm_reps);
@@ -965,8 +993,6 @@ json strategy_json(const measured& s) {
 // gnuplot, when it is there: each figure as PNG and SVG. Returns the files written.
 std::vector<std::string> plot(const std::filesystem::path& dir, const std::vector<measured>& all,
                               const reference_run& ref_run) {
-  namespace fs = std::filesystem;
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) return {};
   {
     std::ofstream t(dir / "time.dat"), m(dir / "memory.dat"), b(dir / "bytes.dat");
     t << "# strategy compute_ms comm_ms predicted_ms\n";
@@ -989,37 +1015,31 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
     }
   }
   const double single = static_cast<double>(ref_run.inputs + ref_run.peak) / 1048576;
-  std::vector<std::string> written;
-  for (const char* term : {"png", "svg"}) {
-    const std::string ext = term;
-    std::ofstream gp(dir / ("plots_" + ext + ".gp"));
-    gp << (ext == "png" ? "set terminal pngcairo size 1000,560 noenhanced\n"
-                        : "set terminal svg size 1000,560 noenhanced\n");
-    gp << "set style data histograms\nset style fill solid 0.8 border -1\nset boxwidth 0.7\n"
-          "set xtics rotate by -30\nset grid ytics\nset key above horizontal\nset yrange [0:*]\n";
-    gp << "set output 'compare_time." << ext << "'\n"
-       << "set title 'one training step: slowest rank, median (predicted: cost model)'\n"
-       << "set ylabel 'ms'\nset style histogram rowstacked\n"
-       << "plot 'time.dat' using 2:xtic(1) title 'compute', '' using 3 title 'communication', "
-          "'' using 0:4 with points pt 7 ps 1.5 lc rgb 'black' title 'predicted'\n";
-    gp << "set output 'compare_memory." << ext << "'\n"
-       << "set title 'memory per rank: inputs + measured peak (largest rank)'\n"
-       << "set ylabel 'MiB'\nset style histogram clustered gap 1\n"
-       << "plot 'memory.dat' using 2:xtic(1) title 'measured', '' using 3 title 'cost-model "
-          "bound', "
-       << single << " with lines lw 2 title 'single device'\n";
-    gp << "set output 'compare_bytes." << ext << "'\n"
-       << "set title 'bytes per rank, one step (ledger, largest rank)'\n"
-       << "plot 'bytes.dat' using 2:xtic(1) title 'sent', '' using 3 title 'received'\n";
-    gp.close();
-    const std::string cmd = "cd '" + dir.string() + "' && gnuplot plots_" + ext + ".gp 2>&1";
-    if (std::system(cmd.c_str()) != 0) continue;
-    for (const char* what : {"time", "memory", "bytes"}) {
-      const fs::path f = dir / ("compare_" + std::string(what) + "." + ext);
-      if (fs::exists(f)) written.push_back(f.filename().string());
-    }
-  }
-  return written;
+  return gnuplot(dir, "plots", {"compare_time", "compare_memory", "compare_bytes"},
+                 [&](const std::string& ext) {
+                   std::ostringstream gp;
+                   gp << "set style data histograms\nset style fill solid 0.8 border -1\n"
+                         "set boxwidth 0.7\nset xtics rotate by -30\nset grid ytics\n"
+                         "set key above horizontal\nset yrange [0:*]\n";
+                   gp << "set output 'compare_time." << ext << "'\n"
+                      << "set title 'one training step: slowest rank, median (predicted: cost "
+                         "model)'\n"
+                      << "set ylabel 'ms'\nset style histogram rowstacked\n"
+                      << "plot 'time.dat' using 2:xtic(1) title 'compute', '' using 3 title "
+                         "'communication', '' using 0:4 with points pt 7 ps 1.5 lc rgb 'black' "
+                         "title 'predicted'\n";
+                   gp << "set output 'compare_memory." << ext << "'\n"
+                      << "set title 'memory per rank: inputs + measured peak (largest rank)'\n"
+                      << "set ylabel 'MiB'\nset style histogram clustered gap 1\n"
+                      << "plot 'memory.dat' using 2:xtic(1) title 'measured', '' using 3 title "
+                         "'cost-model bound', "
+                      << single << " with lines lw 2 title 'single device'\n";
+                   gp << "set output 'compare_bytes." << ext << "'\n"
+                      << "set title 'bytes per rank, one step (ledger, largest rank)'\n"
+                      << "plot 'bytes.dat' using 2:xtic(1) title 'sent', '' using 3 title "
+                         "'received'\n";
+                   return gp.str();
+                 });
 }
 
 // --- the run ------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@
 // that drift of a shared machine favours none; each figure is the median over repetitions of the
 // slowest rank's time.
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,5 +54,14 @@ using finder = std::function<const prop::subject*(std::string_view)>;
 // ledger differed from its claims or its peak went above its bound (each named on stdout).
 [[nodiscard]] int run(const std::vector<const par::kernel*>& kernels, const finder& find,
                       const options& o);
+
+// Shared with `shardcheck scale`: the machine a report ran on (host, CPU, cores, memory, load
+// average, ranks, Open MPI's coll settings), and gnuplot run on a script once per terminal, PNG
+// then SVG: `body(ext)` gives the commands after the terminal line (each figure's `set output
+// 'NAME.ext'`); returns the files of `figures` written ({} without gnuplot).
+[[nodiscard]] nlohmann::ordered_json machine_json(int ranks);
+std::vector<std::string> gnuplot(const std::filesystem::path& dir, const std::string& stem,
+                                 const std::vector<std::string>& figures,
+                                 const std::function<std::string(const std::string&)>& body);
 
 }  // namespace shardcheck::compare

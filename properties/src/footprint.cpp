@@ -51,9 +51,15 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
       if (b.rows == 0 || b.cols == 0) continue;
       add(total, mul3(b.rows, b.cols, e + 8));  // the expected value and its magnitude
       // The input panels expect() generates: Y needs X's rows and W's, dX dY's rows and W's,
-      // dW the M rows of dY and X in its columns.
+      // dW the M rows of dY and X in its columns — over the rank's share of the inner dimension
+      // when r ranks hold the block (replicated on mesh axes of r ranks in all): data_parallel's
+      // dW on p = 4 costs each rank ⌈M/4⌉ rows of dY and X.
+      std::int64_t replicas = 1;
+      for (std::size_t a = 0; a < plan[o].where.size() && a < plan.dims.size(); ++a)
+        if (plan[o].where[a].what == par::placement::kind::replicate) replicas *= plan.dims[a];
       const std::int64_t inner = o.t == tensor::y ? p.K : o.t == tensor::dx ? p.N : p.M;
-      add(total, mul3(checked_add(b.rows, b.cols, "footprint"), inner, e));
+      const std::int64_t share = inner / replicas + (inner % replicas != 0 ? 1 : 0);
+      add(total, mul3(checked_add(b.rows, b.cols, "footprint"), share, e));
     }
   }
   const par::claims cl = k.cost(c, coords);

@@ -1,9 +1,15 @@
 #include "shardcheck/properties/harness.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <type_traits>
 #include <variant>
 
 #include "shardcheck/parallel/memory.hpp"
@@ -105,12 +111,6 @@ matrix<T> generate(const par::run_case& c, tensor_slot t, std::span<const par::i
   return m;
 }
 
-// One run [0, n) (none when n = 0).
-std::vector<par::index_run> whole(std::int64_t n) {
-  if (n == 0) return {};
-  return {{0, n}};
-}
-
 template <class T>
 matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t row0, std::int64_t rows,
                    std::int64_t col0, std::int64_t cols) {
@@ -128,32 +128,57 @@ struct expectation {
   any_matrix value;
   std::vector<double> mag;
   std::int64_t k_ref = 0;
+  std::int64_t flops = 0, panel_bytes = 0;  // what computing it took (verdict::check_flops)
 };
 
-// The reference for block b of output t, from exactly the inputs it depends on.
+// Output t's inner (contraction) dimension: K for Y, N for dX, M for dW.
+std::int64_t inner_of(const problem& p, tensor t) {
+  return t == tensor::y ? p.K : t == tensor::dx ? p.N : p.M;
+}
+
+// One run of n (none when empty).
+std::vector<par::index_run> run_list(par::index_run r) {
+  if (r.length == 0) return {};
+  return {r};
+}
+
+// The reference for block b of output t, from exactly the inputs it depends on, summed over the
+// inner indices `inner` only: [0, K) gives Y's block whole; [0, K/2) and [K/2, K), each on one
+// rank, give two parts whose sum is it (exact-mode values sum exactly in any order).
 template <class T>
-expectation expect(const par::run_case& c, tensor t, const block& b) {
+expectation expect(const par::run_case& c, tensor t, const block& b, par::index_run inner) {
   const auto& p = c.prob;
   const bool out_in = p.layout == weight_layout::out_in;
   const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
   expectation e;
   e.value = par::make_matrix<T>(rows, cols);
   e.mag.assign(rows * cols, 0.0);
+  // value and magnitude: 2 flops per multiply-add each; the panels: (rows + cols) × inner.
+  e.flops =
+      checked_mul(checked_mul(4 * b.rows, b.cols, "check flops"), inner.length, "check flops");
+  e.panel_bytes =
+      checked_mul(checked_add(b.rows, b.cols, "check bytes"), inner.length, "check bytes") *
+      static_cast<std::int64_t>(sizeof(T));
   T* out = std::get<matrix<T>>(e.value).data.data();
+  if (inner.length == 0) {  // no inner index here: a zero part
+    e.k_ref = inner_of(p, t);
+    return e;
+  }
   const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
+  const auto in = run_list(inner);
   if (t == tensor::y) {
-    const auto x = generate<T>(c, tensor::x, b_rows, whole(p.K));
-    const auto w = out_in ? generate<T>(c, tensor::w, b_cols, whole(p.K))
-                          : generate<T>(c, tensor::w, whole(p.K), b_cols);
-    const auto k = static_cast<std::size_t>(p.K);
+    const auto x = generate<T>(c, tensor::x, b_rows, in);
+    const auto w =
+        out_in ? generate<T>(c, tensor::w, b_cols, in) : generate<T>(c, tensor::w, in, b_cols);
+    const auto k = static_cast<std::size_t>(inner.length);
     ref::linear_forward<T>(p.layout, rows, cols, k, x.data.data(), w.data.data(), out);
     ref::magnitude_forward<T>(p.layout, rows, cols, k, x.data.data(), w.data.data(), e.mag.data());
     e.k_ref = p.K;
   } else if (t == tensor::dx) {
-    const auto dy = generate<T>(c, tensor::dy, b_rows, whole(p.N));
-    const auto w = out_in ? generate<T>(c, tensor::w, whole(p.N), b_cols)
-                          : generate<T>(c, tensor::w, b_cols, whole(p.N));
-    const auto n = static_cast<std::size_t>(p.N);
+    const auto dy = generate<T>(c, tensor::dy, b_rows, in);
+    const auto w =
+        out_in ? generate<T>(c, tensor::w, in, b_cols) : generate<T>(c, tensor::w, b_cols, in);
+    const auto n = static_cast<std::size_t>(inner.length);
     ref::linear_backward_dx<T>(p.layout, rows, n, cols, dy.data.data(), w.data.data(), out);
     ref::magnitude_backward_dx<T>(p.layout, rows, n, cols, dy.data.data(), w.data.data(),
                                   e.mag.data());
@@ -164,9 +189,9 @@ expectation expect(const par::run_case& c, tensor t, const block& b) {
     const auto& n_runs = out_in ? b_rows : b_cols;
     const auto& k_runs = out_in ? b_cols : b_rows;
     const std::int64_t nn = out_in ? b.rows : b.cols, kk = out_in ? b.cols : b.rows;
-    const auto dy = generate<T>(c, tensor::dy, whole(p.M), n_runs);
-    const auto x = generate<T>(c, tensor::x, whole(p.M), k_runs);
-    const auto m = static_cast<std::size_t>(p.M);
+    const auto dy = generate<T>(c, tensor::dy, in, n_runs);
+    const auto x = generate<T>(c, tensor::x, in, k_runs);
+    const auto m = static_cast<std::size_t>(inner.length);
     const auto n_out = static_cast<std::size_t>(nn), k_in = static_cast<std::size_t>(kk);
     ref::linear_backward_dw<T>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(), out);
     ref::magnitude_backward_dw<T>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(),
@@ -239,14 +264,27 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
   return e;
 }
 
-// A stack's whole reference, computed the first time one of a rank's blocks needs it.
+// A stack's whole reference, computed the first time one of a rank's blocks needs it, with what
+// it took: per layer 3 GEMMs of 2·M·d_{l−1}·d_l flops and their bounds' as many; X, dY and every
+// W_l generated.
 struct stack_reference {
   std::variant<std::monostate, ref::stack_expectation<float>, ref::stack_expectation<double>> all;
+  std::int64_t flops = 0, panel_bytes = 0;
   template <class T>
   const ref::stack_expectation<T>& get(const par::run_case& c,
                                        std::span<const par::chain_lengths> chains) {
-    if (!std::holds_alternative<ref::stack_expectation<T>>(all))
+    if (!std::holds_alternative<ref::stack_expectation<T>>(all)) {
       all = expect_whole_stack<T>(c, chains);
+      const auto& p = c.prob;
+      const std::vector<std::int64_t> d = p.widths();
+      std::int64_t weights = 0;
+      for (std::size_t l = 1; l < d.size(); ++l)
+        weights = checked_add(weights, checked_mul(d[l], d[l - 1], "check flops"), "check flops");
+      flops = checked_mul(checked_mul(weights, p.M, "check flops"), 12, "check flops");
+      panel_bytes = checked_mul(
+          checked_add(checked_mul(p.M, p.K + p.N, "check bytes"), weights, "check bytes"),
+          static_cast<std::int64_t>(sizeof(T)), "check bytes");
+    }
     return std::get<ref::stack_expectation<T>>(all);
   }
 };
@@ -281,7 +319,7 @@ std::vector<par::chain_lengths> chains_or_zero(const par::claims& cl, const par:
 template <class T>
 std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_matrix& got_any,
                   std::span<const par::chain_lengths> chains, stack_reference& whole, int rank,
-                  const std::vector<int>& coords, double& worst_error) {
+                  const std::vector<int>& coords, double& worst_error, expectation& single) {
   const auto& got = std::get<matrix<T>>(got_any);
   const block& b = t.region;
   if (static_cast<std::int64_t>(got.rows) != b.rows ||
@@ -294,7 +332,7 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   if (b.rows == 0 || b.cols == 0) return {};  // nothing here (e.g. another stage's tensor)
   const bool stack = c.prob.layers() > 1;
   const expectation e =
-      stack ? expect_stack<T>(c, t.slot, b, whole.get<T>(c, chains)) : expect<T>(c, t.slot.t, b);
+      stack ? expect_stack<T>(c, t.slot, b, whole.get<T>(c, chains)) : std::move(single);
   const auto& want = std::get<matrix<T>>(e.value);
   const auto rows = got.rows, cols = got.cols;
   ref::compare_options opt;
@@ -445,28 +483,240 @@ struct case_run {
   void not_measured(property p) { v.not_measured |= static_cast<unsigned>(p); }
 };
 
-// forward, backward: every output block of this rank against the reference.
-void check_outputs(case_run& run, const par::case_plan& plan, const par::claims& cl,
-                   const run_result& got) {
-  const par::run_case& c = run.c;
-  const bool judgeable = cl.chains.has_value() || c.mode == value_mode::exact;
-  const std::vector<par::chain_lengths> chains = chains_or_zero(cl, c);
-  stack_reference whole;
-  for (const tensor_slot& t : plan.outputs) {
-    const property p = t.t == tensor::y ? property::forward : property::backward;
-    if (!run.on(p)) continue;
-    if (!judgeable) {
-      run.not_claimed(p);
-      continue;
+// A block's description, the same on every rank that holds it (tiled runs folded in).
+std::uint64_t runs_key(const std::vector<par::index_run>& runs);
+// takes part, the block's description (3), tiled or not, its first row, its column count
+constexpr std::size_t share_fields = 7;
+void describe_block(const block& b, bool takes_part, std::uint64_t* out) {
+  out[0] = takes_part ? 1 : 0;
+  out[1] = static_cast<std::uint64_t>(b.row0) ^ runs_key(b.row_runs);
+  out[2] = static_cast<std::uint64_t>(b.rows);
+  out[3] = (static_cast<std::uint64_t>(b.col0) << 32 | static_cast<std::uint64_t>(b.cols)) ^
+           runs_key(b.col_runs);
+  out[4] = b.row_runs.empty() && b.col_runs.empty() ? 0 : 1;
+  out[5] = static_cast<std::uint64_t>(b.row0);
+  out[6] = static_cast<std::uint64_t>(b.cols);
+}
+
+// How this rank's block of one output shares its reference with other ranks, from every rank's
+// description (the same decision on every rank):
+// - replicas: r ranks hold the same block; the q-th computes the products over the q-th r-th of
+//   the inner dimension and the parts are summed across them;
+// - tiles: g ranks hold blocks of the same columns, each on one rank, whose rows together are
+//   one run [lo, lo + rows): the q-th computes the whole run's products over the q-th g-th of
+//   the inner dimension, and a reduce-scatter gives each its own rows summed — when that holds
+//   less than computing its own block over the whole inner dimension. sharded_weights on p = 4,
+//   M = 4·m: dW (N/4 rows × K on each rank, inner M) costs each rank m rows of dY and X instead
+//   of M, for N × K of partial sums.
+// - alone: the block, whole, on this rank.
+struct share {
+  bool split = false;  // some group of this output has more than one rank: split case_comm
+  int color = MPI_UNDEFINED, key = 0;
+  int parts = 1, part = 0;  // the inner dimension in `parts`, this rank's the `part`-th
+  bool tiles = false;
+  std::int64_t lo = 0, rows = 0;  // tiles: the rows computed together
+  std::vector<int> counts;        // tiles: each member's elements, in row order
+};
+share share_of(const std::vector<std::uint64_t>& all, std::size_t i, std::size_t outputs, int p,
+               int me, std::int64_t inner) {
+  share s;
+  const auto at = [&](int j) {
+    return all.data() + (static_cast<std::size_t>(j) * outputs + i) * share_fields;
+  };
+  const auto same = [&](int j, int k) { return std::equal(at(j) + 1, at(j) + 4, at(k) + 1); };
+  std::vector<int> holders(static_cast<std::size_t>(p), 0);
+  for (int j = 0; j < p; ++j)
+    for (int k = 0; k < p && at(j)[0] == 1; ++k)
+      if (at(k)[0] == 1 && same(j, k)) ++holders[static_cast<std::size_t>(j)];
+  for (int j = 0; j < p; ++j) {
+    if (holders[static_cast<std::size_t>(j)] <= 1) continue;
+    s.split = true;
+    if (at(me)[0] == 1 && same(j, me)) {
+      if (s.color == MPI_UNDEFINED) s.color = j;
+      if (j < me) ++s.part;
+      s.parts = holders[static_cast<std::size_t>(me)];
     }
-    const par::tensor_plan& tp = plan[t];
-    const std::string bad = c.prob.type == dtype::f32
-                                ? judge<float>(c, tp, got.out(t), chains, whole, run.rank,
-                                               plan.coords, run.v.worst_error)
-                                : judge<double>(c, tp, got.out(t), chains, whole, run.rank,
-                                                plan.coords, run.v.worst_error);
-    if (!bad.empty()) run.fail(p, bad);
   }
+  // Tiles: untiled blocks on one rank each, grouped by their columns, in row order.
+  const auto tile = [&](int j) {
+    return at(j)[0] == 1 && at(j)[4] == 0 && holders[static_cast<std::size_t>(j)] == 1;
+  };
+  for (int j = 0; j < p; ++j) {
+    if (!tile(j)) continue;
+    bool first = true;
+    for (int k = 0; k < j && first; ++k) first = !(tile(k) && at(k)[3] == at(j)[3]);
+    if (!first) continue;
+    std::vector<int> members;
+    for (int k = j; k < p; ++k)
+      if (tile(k) && at(k)[3] == at(j)[3]) members.push_back(k);
+    if (members.size() < 2) continue;
+    std::sort(members.begin(), members.end(), [&](int a, int b) { return at(a)[5] < at(b)[5]; });
+    const auto g = static_cast<std::int64_t>(members.size());
+    const auto cols = static_cast<std::int64_t>(at(j)[6]);
+    std::int64_t next = static_cast<std::int64_t>(at(members[0])[5]), own_most = 0;
+    bool run = true;
+    for (int k : members) {
+      const auto r0 = static_cast<std::int64_t>(at(k)[5]), rs = static_cast<std::int64_t>(at(k)[2]);
+      run = run && r0 == next;
+      next = r0 + rs;
+      own_most = std::max(own_most, (rs + cols) * inner + 2 * rs * cols);
+    }
+    const std::int64_t lo = static_cast<std::int64_t>(at(members[0])[5]), rows = next - lo;
+    const std::int64_t together = (rows + cols) * ((inner + g - 1) / g) + 2 * rows * cols;
+    if (!run || together > own_most || rows > INT_MAX / std::max<std::int64_t>(cols, 1)) continue;
+    s.split = true;
+    const auto mine = std::find(members.begin(), members.end(), me);
+    if (mine == members.end()) continue;
+    s.color = p + j;
+    s.key = static_cast<int>(mine - members.begin());
+    s.parts = static_cast<int>(g);
+    s.part = s.key;
+    s.tiles = true;
+    s.lo = lo;
+    s.rows = rows;
+    for (int k : members) s.counts.push_back(static_cast<int>(at(k)[2] * cols));
+  }
+  if (!s.tiles) s.key = me;
+  return s;
+}
+
+// Each member's rows of `whole` (rows × cols, row-major, members in row order), summed across
+// them, into `own`.
+template <class V>
+void sum_scattered(const V* whole, V* own, const std::vector<int>& counts, MPI_Comm group) {
+  const MPI_Datatype type = std::is_same_v<V, float> ? MPI_FLOAT : MPI_DOUBLE;
+  par::check_mpi(MPI_Reduce_scatter(whole, own, counts.data(), type, MPI_SUM, group),
+                 "reference sum");
+}
+
+// Sums n elements across `group`, in pieces that an int counts.
+template <class V>
+void sum_across(V* data, std::size_t n, MPI_Comm group) {
+  const MPI_Datatype type = std::is_same_v<V, float> ? MPI_FLOAT : MPI_DOUBLE;
+  for (std::size_t at = 0; at < n; at += std::size_t{1} << 30) {
+    const std::size_t piece = std::min(n - at, std::size_t{1} << 30);
+    par::check_mpi(
+        MPI_Allreduce(MPI_IN_PLACE, data + at, static_cast<int>(piece), type, MPI_SUM, group),
+        "reference sum");
+  }
+}
+
+// forward, backward: every output block of this rank against the reference. A single layer's
+// block that other ranks' blocks share a reference with (share_of: its replicas, or the tiles of
+// the same columns) is checked against a reference those ranks compute together, each over its
+// part of the inner dimension. data_parallel on p = 4, M = 4·m: dW (N × K, on every rank) costs
+// each rank the products over m rows of dY and X, not M — the check stays O(own shard) as p
+// grows. A block with nothing to share is computed whole, here. `plan`, `cl` and `got` are null
+// on a rank whose run failed: it takes part in the collectives and checks nothing.
+// \note collective over case_comm.
+void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* plan,
+                   const par::claims* cl, const run_result* got) {
+  const par::run_case& c = run.c;
+  const std::vector<tensor_slot> outputs = par::outputs_of(c);
+  const bool stack = c.prob.layers() > 1;
+  const bool ran = plan != nullptr;
+  const bool judgeable = ran && (cl->chains.has_value() || c.mode == value_mode::exact);
+  const auto takes_part = [&](const tensor_slot& t) {
+    const property p = t.t == tensor::y ? property::forward : property::backward;
+    return judgeable && !stack && run.on(p) && (*plan)[t].region.rows > 0 &&
+           (*plan)[t].region.cols > 0;
+  };
+  std::vector<std::uint64_t> mine(outputs.size() * share_fields, 0), all;
+  for (std::size_t i = 0; ran && i < outputs.size(); ++i)
+    describe_block((*plan)[outputs[i]].region, takes_part(outputs[i]),
+                   mine.data() + i * share_fields);
+  const int p = case_comm.size(), me = case_comm.rank();
+  if (!stack) {  // a stack's reference is whole on every rank: nothing to share
+    all.resize(mine.size() * static_cast<std::size_t>(p));
+    par::check_mpi(
+        MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
+                      static_cast<int>(mine.size()), MPI_UINT64_T, case_comm.native_handle()),
+        "reference shares");
+  }
+  const std::vector<par::chain_lengths> chains =
+      ran ? chains_or_zero(*cl, c) : std::vector<par::chain_lengths>();
+  stack_reference whole;
+  mem::peak_scope scope;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const tensor_slot& t = outputs[i];
+    const property prop = t.t == tensor::y ? property::forward : property::backward;
+    const share sh =
+        stack ? share{} : share_of(all, i, outputs.size(), p, me, inner_of(c.prob, t.t));
+    MPI_Comm group = MPI_COMM_NULL;
+    if (sh.split)
+      par::check_mpi(MPI_Comm_split(case_comm.native_handle(), sh.color, sh.key, &group),
+                     "reference group");
+    if (ran && run.on(prop) && !judgeable) run.not_claimed(prop);
+    if (!ran || !run.on(prop) || !judgeable) continue;
+    const par::tensor_plan& tp = (*plan)[t];
+    try {
+      expectation e;
+      std::string error;
+      if (!stack && tp.region.rows > 0 && tp.region.cols > 0) {
+        const std::int64_t d = inner_of(c.prob, t.t);
+        const par::index_run part{d * sh.part / sh.parts,
+                                  d * (sh.part + 1) / sh.parts - d * sh.part / sh.parts};
+        block region = tp.region;
+        if (sh.tiles) {
+          region.row0 = sh.lo;
+          region.rows = sh.rows;
+        }
+        try {
+          e = c.prob.type == dtype::f32 ? expect<float>(c, t.t, region, part)
+                                        : expect<double>(c, t.t, region, part);
+        } catch (const std::exception& x) {
+          error = x.what();
+        }
+        if (group != MPI_COMM_NULL) {
+          int ok = error.empty() ? 1 : 0;
+          par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, group),
+                         "reference group");
+          if (ok == 0 && error.empty()) error = "a replica's share of the reference failed";
+          if (ok == 1 && !sh.tiles) {
+            std::visit([&](auto& m) { sum_across(m.data.data(), m.data.size(), group); }, e.value);
+            sum_across(e.mag.data(), e.mag.size(), group);
+          } else if (ok == 1) {  // this rank's rows of the run, summed
+            const auto rows = static_cast<std::size_t>(tp.region.rows);
+            const auto cols = static_cast<std::size_t>(tp.region.cols);
+            expectation own;
+            own.k_ref = e.k_ref;
+            own.flops = e.flops;
+            own.panel_bytes = e.panel_bytes;
+            own.mag.assign(rows * cols, 0.0);
+            std::visit(
+                [&](auto& m) {
+                  using V = typename std::decay_t<decltype(m.data)>::value_type;
+                  own.value = par::make_matrix<V>(rows, cols);
+                  sum_scattered(m.data.data(), std::get<matrix<V>>(own.value).data.data(),
+                                sh.counts, group);
+                },
+                e.value);
+            sum_scattered(e.mag.data(), own.mag.data(), sh.counts, group);
+            e = std::move(own);
+          }
+          MPI_Comm_free(&group);
+        }
+        run.v.check_flops += e.flops;
+        run.v.check_panel_bytes += e.panel_bytes;
+        if (!error.empty()) throw std::runtime_error(error);
+      }
+      const std::string bad = c.prob.type == dtype::f32
+                                  ? judge<float>(c, tp, got->out(t), chains, whole, run.rank,
+                                                 plan->coords, run.v.worst_error, e)
+                                  : judge<double>(c, tp, got->out(t), chains, whole, run.rank,
+                                                  plan->coords, run.v.worst_error, e);
+      if (!bad.empty()) run.fail(prop, bad);
+    } catch (const std::exception& x) {
+      if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
+      run.fail(property::runs, x.what());
+    }
+  }
+  run.v.check_flops += whole.flops;
+  run.v.check_panel_bytes += whole.panel_bytes;
+  run.v.check_peak_bytes = static_cast<std::int64_t>(scope.peak());
+  run.v.check_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // ledger: the recorded collectives and messages equal the claimed ones, entry for entry.
@@ -632,20 +882,32 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
   case_run run{s, c, mask, case_comm.rank(), {}};
   const std::vector<tensor_slot> outputs = par::outputs_of(c);
   std::vector<std::uint64_t> mine(outputs.size() * replica_fields, 0);
+  // The run, then the outputs' check (collective: replicas share references), then the rest.
+  std::optional<par::mesh> grid;
+  std::optional<par::case_plan> plan;
+  std::optional<par::claims> cl;
+  std::optional<rank_inputs> in;
+  std::optional<run_result> first;
   try {
-    par::mesh grid(case_comm, s.k->mesh_dims(c), par::stack_options{c.backend, s.wrap});
-    const par::case_plan plan = par::plan_of(*s.k, c, grid.coords());
-    const par::claims cl = s.k->cost(c, plan.coords);
-    const rank_inputs in = inputs_of(plan, c);
-    const run_result first = run_once(*s.k, c, grid, in, cl);
-    check_outputs(run, plan, cl, first);
-    check_ledger(run, cl, first);
-    check_memory(run, grid, plan, cl, first);
-    check_determinism(run, grid, plan, in, cl, first);
-    describe_outputs(plan, first, mine);
+    grid.emplace(case_comm, s.k->mesh_dims(c), par::stack_options{c.backend, s.wrap});
+    plan.emplace(par::plan_of(*s.k, c, grid->coords()));
+    cl.emplace(s.k->cost(c, plan->coords));
+    in.emplace(inputs_of(*plan, c));
+    first.emplace(run_once(*s.k, c, *grid, *in, *cl));
   } catch (const std::exception& e) {
     run.fail(property::runs, e.what());
   }
+  const bool ran = first.has_value();
+  check_outputs(run, case_comm, ran ? &*plan : nullptr, ran ? &*cl : nullptr,
+                ran ? &*first : nullptr);
+  if (ran) try {
+      check_ledger(run, *cl, *first);
+      check_memory(run, *grid, *plan, *cl, *first);
+      check_determinism(run, *grid, *plan, *in, *cl, *first);
+      describe_outputs(*plan, *first, mine);
+    } catch (const std::exception& e) {
+      run.fail(property::runs, e.what());
+    }
   check_replicas(run, case_comm, outputs, mine);
   return run.v;
 }

@@ -14,7 +14,8 @@ namespace shardcheck::prop {
 
 // Bytes rank `coords` holds for case c (completed and validated): its inputs' and outputs'
 // blocks (outputs twice: the determinism re-run), the reference of its output blocks with the
-// input panels the reference reads and a double magnitude per element (a stack's whole
+// input panels the reference reads (a share of the inner dimension when r ranks hold the block)
+// and a double magnitude per element (a stack's whole
 // reference, which every rank computes), and the kernel's claimed peak above its inputs — or
 // its blocks once more when it claims none. Checked arithmetic: invalid_problem on overflow.
 [[nodiscard]] std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,

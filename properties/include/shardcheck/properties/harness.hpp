@@ -59,6 +59,13 @@ struct verdict {
   // and, with shardcheck::pmpi, its raw MPI calls): what a kernel that claims no collectives
   // really moved.
   std::int64_t recorded_sent = 0;
+  // The verification work of this rank's output blocks (forward, backward), as the weak-scaling
+  // report reads it: the meter's peak while they were checked (reference blocks, magnitudes, the
+  // input panels generated), the panels' bytes and the flops of the references and magnitudes
+  // (2 per multiply-add). Ranks holding the same block share its inner dimension: data_parallel's
+  // dW (N × K, on all p ranks) costs each rank the products over its own M/p rows, then a sum.
+  std::int64_t check_peak_bytes = 0, check_panel_bytes = 0, check_flops = 0;
+  double check_seconds = 0;
 };
 
 // The inputs a rank holds in case c at mesh coordinates `coords`: its blocks of X, W_1 … W_L and
