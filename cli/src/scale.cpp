@@ -169,23 +169,24 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
   return compare::gnuplot(dir, "scale", {"scale"}, [&](const std::string& ext) {
     std::ostringstream gp;
     gp << "set output 'scale." << ext << "'\n"
-       << "set multiplot layout 1,2 title 'weak scaling: the shard of each rank fixed (largest "
+       << "set multiplot layout 1,3 title 'weak scaling: the shard of each rank fixed (largest "
           "rank)'\n"
        << "set logscale x 2\nset xlabel 'workers p'\nset grid\nset key top left\n"
-          "set yrange [0:*]\n";
-    const auto series = [&](int col, const char* what) {
+          "set offsets 0, 0, graph 0.6, 0\nset yrange [0:*]\n";
+    const auto series = [&](int col) {
       std::string s;
       for (std::size_t i = 0; i < names.size(); ++i)
         s += (i == 0 ? "" : ", ") + std::string("'scale.dat' index ") + std::to_string(i) +
-             " using 1:" + std::to_string(col) + " with linespoints title '" + names[i] + what +
-             "'";
+             " using 1:" + std::to_string(col) + " with linespoints title '" + names[i] + "'";
       return s;
     };
-    gp << "set title 'peak memory per rank (meter, whole case)'\nset ylabel 'MiB'\nplot "
-       << series(2, "") << "\n";
-    gp << "set title 'verification work per rank: reference and magnitudes'\n"
-          "set ylabel 'MFLOP'\nplot "
-       << series(5, "") << "\n";
+    gp << "set title 'peak memory (meter, whole case)'\nset ylabel 'MiB'\nplot " << series(2)
+       << "\n";
+    gp << "unset key\nset title 'input panels the check generates'\nset ylabel 'MiB'\nplot "
+       << series(4)
+       << "\n";
+    gp << "set title 'reference and magnitude flops'\nset ylabel 'MFLOP'\nplot " << series(5)
+       << "\n";
     gp << "unset multiplot\n";
     return gp.str();
   });
