@@ -44,15 +44,19 @@ struct rule {
 const std::map<std::string, rule, std::less<>>& rules() {
   static const std::map<std::string, rule, std::less<>> r = {
       {"data_parallel",
-       {"M", "gather=0: X, Y, dY, dX by rows, M = p·m; W and dW whole on every rank", {{"gather", 0}}}},
+       {"M",
+        "gather=0: X, Y, dY, dX by rows, M = p·m; W and dW whole on every rank",
+        {{"gather", 0}}}},
       {"sharded_weights",
        {"M", "X, Y, dY, dX by rows, M = p·m; W and dW by rows (N/p each, N fixed)", {}}},
       {"column_parallel",
-       {"N", "gather=0: W, Y, dY, dW by output features, N = p·n; X and dX whole",
+       {"N",
+        "gather=0: W, Y, dY, dW by output features, N = p·n; X and dX whole",
         {{"gather", 0}}}},
       {"row_parallel",
        {"K", "X, W, dX, dW by input features, K = p·k; Y and dY whole (all-reduced)", {}}},
-      {"summa", {"MN", "pr × pc mesh, pr the largest divisor of p up to √p: M = pr·m, N = pc·n, K = k", {}}},
+      {"summa",
+       {"MN", "pr × pc mesh, pr the largest divisor of p up to √p: M = pr·m, N = pc·n, K = k", {}}},
   };
   return r;
 }
@@ -92,12 +96,12 @@ std::vector<int> parse_workers(const std::string& text, int ranks) {
 // What one rank measured of one case (zeros on a rank outside it).
 constexpr int fields = 6;
 struct rank_figures {
-  double peak = 0;         // the meter's peak over the whole case (inputs, outputs, reference…)
-  double check_peak = 0;   // the meter's peak while the outputs were checked
-  double panels = 0;       // input panels generated for the reference, bytes
-  double flops = 0;        // reference and magnitudes
-  double check_s = 0;      // time checking the outputs
-  double failed = 0;       // 1: a property failed here
+  double peak = 0;        // the meter's peak over the whole case (inputs, outputs, reference…)
+  double check_peak = 0;  // the meter's peak while the outputs were checked
+  double panels = 0;      // input panels generated for the reference, bytes
+  double flops = 0;       // reference and magnitudes
+  double check_s = 0;     // time checking the outputs
+  double failed = 0;      // 1: a property failed here
 };
 
 struct point {
@@ -127,8 +131,10 @@ std::string flops_text(double f) {
 json point_json(const point& pt) {
   json per = json::object();
   const std::pair<const char*, double rank_figures::*> cols[] = {
-      {"peak_bytes", &rank_figures::peak},          {"check_peak_bytes", &rank_figures::check_peak},
-      {"check_panel_bytes", &rank_figures::panels}, {"check_flops", &rank_figures::flops},
+      {"peak_bytes", &rank_figures::peak},
+      {"check_peak_bytes", &rank_figures::check_peak},
+      {"check_panel_bytes", &rank_figures::panels},
+      {"check_flops", &rank_figures::flops},
       {"check_s", &rank_figures::check_s}};
   json largest = json::object();
   for (const auto& [name, f] : cols) {
@@ -183,8 +189,7 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
     gp << "set title 'peak memory (meter, whole case)'\nset ylabel 'MiB'\nplot " << series(2)
        << "\n";
     gp << "unset key\nset title 'input panels the check generates'\nset ylabel 'MiB'\nplot "
-       << series(4)
-       << "\n";
+       << series(4) << "\n";
     gp << "set title 'reference and magnitude flops'\nset ylabel 'MFLOP'\nplot " << series(5)
        << "\n";
     gp << "unset multiplot\n";
@@ -238,8 +243,9 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
     if (find(n) == nullptr || (known.count(n) == 0 && n.rfind("mutant.", 0) != 0))
       throw usage_error("unknown strategy '" + n + "'");
     if (o.grow.empty() && rules().count(n) == 0)
-      throw usage_error(n + " has no weak-scaling rule here (a stack, or a layout chosen by "
-                            "parameters): name the dimensions that grow with --grow");
+      throw usage_error(n +
+                        " has no weak-scaling rule here (a stack, or a layout chosen by "
+                        "parameters): name the dimensions that grow with --grow");
   }
   const std::int64_t limit = prop::default_memory_limit_here();
   // Every case before the first runs: a shape that cannot be held is bad usage, alike everywhere.
@@ -290,15 +296,14 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
   int failed = 0;
   for (point& pt : all) {
     const prop::subject* s = find(pt.name);
-    const std::size_t at = static_cast<std::size_t>(
-        std::find(workers.begin(), workers.end(), pt.p) - workers.begin());
+    const std::size_t at =
+        static_cast<std::size_t>(std::find(workers.begin(), workers.end(), pt.p) - workers.begin());
     if (me == 0) {
       // What the leader of `verify` computes for every drawn case before it runs: the footprint
       // of each of the p ranks (driver.cpp, with a memory limit).
       const auto t0 = std::chrono::steady_clock::now();
       pt.footprint_bytes = prop::footprint_of(*s->k, pt.c).bytes;
-      pt.footprint_s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      pt.footprint_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     rank_figures mine;
     std::string message;
@@ -355,10 +360,11 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
   }
   if (me != 0) return failed > 0 ? 1 : 0;
 
-  std::printf("shardcheck scale: weak scaling on %d ranks, unit M=%lld N=%lld K=%lld dtype=%s; "
-              "per rank, the largest\n",
-              ranks, static_cast<long long>(o.m), static_cast<long long>(o.n),
-              static_cast<long long>(o.k), o.dtype.c_str());
+  std::printf(
+      "shardcheck scale: weak scaling on %d ranks, unit M=%lld N=%lld K=%lld dtype=%s; "
+      "per rank, the largest\n",
+      ranks, static_cast<long long>(o.m), static_cast<long long>(o.n), static_cast<long long>(o.k),
+      o.dtype.c_str());
   // The check's wall time before the panels: "12.34 ms " (ci/readme_outputs.py sets it aside).
   std::printf("%-16s %3s %20s %11s %11s %11s %11s %13s\n", "strategy", "p", "shape (M×N×K)",
               "peak/rank", "check peak", "check time", "panels", "check flops");
@@ -372,17 +378,17 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
                 max_of(pt.ranks, &rank_figures::check_s) * 1e3,
                 mib(max_of(pt.ranks, &rank_figures::panels)).c_str(),
                 flops_text(max_of(pt.ranks, &rank_figures::flops)).c_str());
-    if (!pt.failure.empty()) std::printf("FAIL %s p=%d: %s\n", pt.name.c_str(), pt.p,
-                                         pt.failure.c_str());
+    if (!pt.failure.empty())
+      std::printf("FAIL %s p=%d: %s\n", pt.name.c_str(), pt.p, pt.failure.c_str());
     points.push_back(point_json(pt));
   }
   if (!o.out.empty()) {
     const std::filesystem::path dir(o.out);
     json rules_json = json::object();
     for (const std::string& n : names)
-      rules_json[n] = o.grow.empty() ? json{{"grows", rules().at(n).dims},
-                                            {"shards", rules().at(n).why}}
-                                     : json{{"grows", o.grow}, {"shards", "--grow"}};
+      rules_json[n] = o.grow.empty()
+                          ? json{{"grows", rules().at(n).dims}, {"shards", rules().at(n).why}}
+                          : json{{"grows", o.grow}, {"shards", "--grow"}};
     const json doc = {{"machine", compare::machine_json(ranks)},
                       {"unit", {{"M", o.m}, {"N", o.n}, {"K", o.k}}},
                       {"dtype", o.dtype},
