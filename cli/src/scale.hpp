@@ -26,7 +26,7 @@ namespace shardcheck::scale {
 struct options {
   std::int64_t m = 0, n = 0, k = 0;  // the shard unit: the shape at p = 1
   std::vector<std::string> strategies;
-  std::string grow;         // --grow: the dimensions that grow with p, e.g. "M" or "MK" (all named)
+  std::string grow;  // --grow: the dimensions that grow with p, e.g. "M" or "MK" (all named)
   std::string workers = "1,2,4,8,16";  // --p: the worker counts, each at most the ranks launched
   std::string dtype = "f64";
   std::string out;  // directory for scale.json and the plots; empty: none
