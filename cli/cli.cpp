@@ -946,6 +946,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
                         std::to_string(replay_case.p) + ")");
     par::complete_and_validate(k, replay_case);
     prop::check_footprint(k, replay_case, limit);
+    if (!o.dump.empty()) dump::check_dumpable(replay_case);
   }
   const std::map<std::string, std::int64_t> pinned = parse_pins(o, chosen);
   if (o.p < 0 || o.p > world.size())

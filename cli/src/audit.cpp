@@ -35,10 +35,21 @@ struct usage_error : error {
 };
 
 // The slack of the growth rule: a max or mean over the elements of one case fluctuates by about
-// a factor 2 from one K to the next; over the default K range (16 … 65536, ln ratio 8.3) a
-// factor 2 at both ends moves a fitted slope by 2·ln 2 / 8.3 = 0.17. An exponent more than 0.25
-// above the one it is held to is a real difference in growth, not noise.
+// a factor 2 from one size to the next, and a factor 2 at both ends of a series spanning
+// x_min … x_max moves its fitted slope by 2·ln 2 / ln(x_max/x_min): 0.17 over K = 16 … 65536,
+// 1.0 over p = 1 … 4. An exponent more than that (and at least 0.25) above the one it is held to
+// is a real difference in growth, not noise.
 constexpr double growth_slack = 0.25;
+[[nodiscard]] double slack_over(const std::vector<std::pair<double, double>>& xy) {
+  double lo = INFINITY, hi = 0;
+  for (const auto& [x, y] : xy)
+    if (y > 0 && std::isfinite(y)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+  if (!(hi > lo)) return INFINITY;
+  return std::max(growth_slack, 2 * std::log(2.0) / std::log(hi / lo));
+}
 // The statistical tier's false-alarm probability per tensor and case (Higham & Mary, bound.hpp).
 constexpr double false_alarm_target = 1e-9;
 
@@ -72,6 +83,10 @@ json mpi_t_coll_settings() {
                                 type == MPI_LONG || type == MPI_UNSIGNED_LONG)) {
         long long v = 0;
         if (MPI_T_cvar_read(handle, &v) == MPI_SUCCESS) out[n] = v;
+      } else if (count == 1 && type == MPI_C_BOOL) {
+        unsigned char v[16] = {};  // a bool, in however many bytes the library stores it
+        if (MPI_T_cvar_read(handle, v) == MPI_SUCCESS)
+          out[n] = std::any_of(std::begin(v), std::end(v), [](unsigned char b) { return b != 0; });
       } else if (type == MPI_CHAR && count > 0 && count < 4096) {
         std::string v(static_cast<std::size_t>(count) + 1, '\0');
         if (MPI_T_cvar_read(handle, v.data()) == MPI_SUCCESS) out[n] = std::string(v.c_str());
@@ -299,9 +314,13 @@ std::vector<group_summary> summarize(const std::vector<cell>& cells) {
       if (worse(a_max, g.alpha_k_max)) g.alpha_k_max = a_max;
       if (worse(a_mean, g.alpha_k_mean)) g.alpha_k_mean = a_mean;
       if (worse(a_chain, g.alpha_chain_k)) g.alpha_chain_k = a_chain;
+      // A chain that does not grow allows no growth; one that shrinks demands no shrinking (the
+      // error may sit far below its bound).
+      const double slack = slack_over(mn);
+      g.series.back()["slack"] = num(slack);
       for (const auto& [a, r] : {std::pair{a_max, g.alpha_ref_max}, {a_mean, g.alpha_ref_mean}}) {
-        if (std::isfinite(a) && std::isfinite(r) && a > r + growth_slack) faster_ref = true;
-        if (std::isfinite(a) && std::isfinite(a_chain) && a > a_chain + growth_slack)
+        if (std::isfinite(a) && std::isfinite(r) && a > r + slack) faster_ref = true;
+        if (std::isfinite(a) && std::isfinite(a_chain) && a > std::max(a_chain, 0.0) + slack)
           faster_chain_k = true;
       }
     }
@@ -331,9 +350,11 @@ std::vector<group_summary> summarize(const std::vector<cell>& cells) {
         if (worse(a_chain, g.alpha_chain_p)) g.alpha_chain_p = a_chain;
       }
       // Against p at the largest K only: there the rounding of the long chain dominates.
+      const double slack = slack_over(mn);
+      g.series.back()["slack"] = num(slack);
       if (key2.second == k_top && mx.size() >= 3)
         for (const double a : {a_max, a_mean})
-          if (std::isfinite(a) && std::isfinite(a_chain) && a > a_chain + growth_slack)
+          if (std::isfinite(a) && std::isfinite(a_chain) && a > std::max(a_chain, 0.0) + slack)
             faster_chain_p = true;
     }
     if (faster_ref) g.flags.push_back("grows faster in K than the reference's error");
@@ -347,17 +368,18 @@ std::vector<group_summary> summarize(const std::vector<cell>& cells) {
 const char* rule_text =
     "A computation whose longest chain of additions is k errs by at most gamma_k*|X||W|^T "
     "(rigorous), so its error in u*|X||W|^T is at most k/(1-ku): against K (or p) it can grow no "
-    "faster than its chain k_par(K) does; with independent rounding errors (statistical) it grows "
+    "faster than its chain k_par does; with independent rounding errors (statistical) it grows "
     "as lambda*sqrt(k), half that exponent. A strategy, tensor and dtype is flagged when any of "
     "its cells is outside the rigorous bound (gamma_k + u_f64, the oracle's own rounding) or the "
     "statistical one (gamma~_k(lambda) + u_f64, lambda for elements*k roundings at 1e-9), when "
     "values are missing, non-finite or differ between replicas, when it claims no chains, or when "
-    "the fitted exponent (least squares in log-log, of its max or its mean error) of some "
-    "(backend, p) series against K exceeds the reference's exponent or its own chain's exponent "
-    "by more than 0.25, or (at the largest K, 3 values of p or more) its exponent against p "
-    "exceeds its chain's by more than 0.25. The 0.25: a max or mean over one case's elements "
-    "varies by about 2x between sizes, which over 16..65536 moves a slope by 2*ln2/ln(4096) = "
-    "0.17.";
+    "the fitted exponent (least squares in log-log, of its max or of its mean error) of some "
+    "(backend, p) series against K exceeds the reference's exponent, or its chain's exponent "
+    "(0 if the chain does not grow: a shrinking chain demands no shrinking error), by more than "
+    "the slack; likewise against p at the largest K (3 values of p or more), against its chain. "
+    "The slack is max(0.25, 2 ln 2 / ln(x_max/x_min)): a max or mean over one case's elements "
+    "varies by about 2x between sizes, which moves a slope over K = 16..65536 by 0.17 and over "
+    "p = 1..4 by 1.0.";
 
 // --- the outputs ------------------------------------------------------------------------------
 
@@ -421,9 +443,14 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
       const std::string dt(to_string(c.type));
       series[dt + " " + c.backend + " p=" + std::to_string(c.p)][c.K] = c.par.max;
       refs["reference " + dt][c.K] = c.ref.max;
-      if (c.p == p_top)
-        chain["rigorous bound k_par/(1-k_par u), p=" + std::to_string(c.p)][c.K] =
-            ref::gamma(c.k_par, c.type) / ref::unit_roundoff(c.type);
+      // The bounds in u·|X||W|ᵀ at the largest p, f32's (f64's differ only at K near 1/u).
+      if (c.p == p_top && c.type == dtype::f32 && c.backend == "mpi") {
+        const double u = ref::unit_roundoff(c.type);
+        chain["rigorous bound gamma_k/u, p=" + std::to_string(c.p)][c.K] =
+            ref::gamma(c.k_par, c.type) / u;
+        chain["statistical bound gamma~_k(lambda)/u, p=" + std::to_string(c.p)][c.K] =
+            ref::gamma_tilde(c.k_par, u, c.par_share.lambda) / u;
+      }
     }
     if (series.empty()) continue;
     std::ostringstream dat;
@@ -466,9 +493,10 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
          << "plot ";
       for (std::size_t i = 0; i < titles.size(); ++i) {
         const bool is_ref = titles[i].rfind("reference", 0) == 0;
-        const bool is_chain = titles[i].rfind("rigorous", 0) == 0;
+        const bool is_chain = titles[i].find("bound") != std::string::npos;
         gp << "'" << base << ".dat' index " << i << " using 1:2 with "
-           << (is_chain ? "lines lw 2 dt 3 lc rgb 'red'"
+           << (is_chain ? (titles[i][0] == 'r' ? "lines lw 2 dt 3 lc rgb 'red'"
+                                               : "lines lw 2 dt 3 lc rgb 'orange'")
                : is_ref ? "linespoints lw 3 dt 2 pt 6"
                         : "linespoints pt 7 ps 0.8")
            << " title '" << titles[i] << "', ";
@@ -482,14 +510,30 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
   return written;
 }
 
+// The settings that pick algorithms, briefly: the environment's, use_dynamic_rules, and each
+// *_algorithm MPI_T reports other than 0 (0: the tuned component decides by message size).
+std::string mpi_brief(const json& mpi) {
+  std::string out;
+  for (const auto& [k, v] : mpi["environment"].items())
+    out += (out.empty() ? "" : ", ") + k + "=" + v.get<std::string>();
+  out = "environment: " + (out.empty() ? std::string("none") : out) + "; MPI_T:";
+  std::string algos;
+  for (const auto& [k, v] : mpi["mpi_t_control_variables"].items()) {
+    const bool algo = k.size() > 10 && k.compare(k.size() - 10, 10, "_algorithm") == 0;
+    if (k == "coll_tuned_use_dynamic_rules" || (algo && v.is_number() && v != 0))
+      algos += " " + k + "=" + v.dump();
+  }
+  return out + (algos.empty() ? " no algorithm pinned" : algos);
+}
+
 std::string summary_md(const std::vector<group_summary>& groups, const json& sweep, const json& mpi,
                        const std::vector<std::string>& skipped, std::size_t cells, double seconds) {
   std::ostringstream os;
   os << "# shardcheck audit\n\n"
      << "Sweep: " << sweep.dump() << "\n\n"
-     << cells << " measured cells (strategy × K × p × dtype × backend × tensor) in "
+     << cells << " measurements (strategy × K × p × dtype × backend × output tensor) in "
      << fmt(seconds, "%.1f") << " s.\n\n"
-     << "Open MPI collective settings: " << mpi.dump() << "\n\n"
+     << "Open MPI collective settings: " << mpi_brief(mpi) << " (every one in audit.json)\n\n"
      << "Errors are against the oracle (__float128 accumulation), in units of u·|X||W|ᵀ of each "
         "element; shares are of each tier's bound for one computation (rigorous γ_k, "
         "statistical γ̃_k(λ)); α is the fitted growth exponent (log-log least squares) of the "
@@ -517,7 +561,7 @@ std::string summary_md(const std::vector<group_summary>& groups, const json& swe
 
 std::vector<std::int64_t> default_ks() {
   std::vector<std::int64_t> ks;
-  for (std::int64_t k = 16; k <= 65536; k *= 4) ks.push_back(k);
+  for (std::int64_t k = 16; k <= 65536; k *= 2) ks.push_back(k);
   return ks;
 }
 
@@ -531,7 +575,7 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
   c->add_option("--out", o.out, "Directory for audit.csv, audit.json, the plots, the summary");
   c->add_option("--strategy", o.strategies,
                 "Strategy or mutant to audit (repeatable; default: every single-layer kernel)");
-  c->add_option("--K", o.ks, "Contraction lengths (repeatable; default 16 64 … 65536)");
+  c->add_option("--K", o.ks, "Contraction lengths (repeatable; default 16 32 64 … 65536)");
   c->add_option("--p", o.ps, "Worker counts (repeatable; default: the divisors of the ranks)");
   c->add_option("--dtype", o.dtypes, "Dtypes (repeatable; default: what each kernel declares)");
   c->add_option("--backend", o.backends, "Backends (repeatable; default: native and mpi)");

@@ -30,7 +30,7 @@ namespace shardcheck::audit {
 struct options {
   std::string out;                      // directory for the files; empty: the summary only
   std::vector<std::string> strategies;  // empty: every single-layer kernel
-  std::vector<std::int64_t> ks;         // empty: 16, 64, …, 65536 (powers of 4)
+  std::vector<std::int64_t> ks;         // empty: 16, 32, …, 65536 (powers of 2)
   std::vector<int> ps;                  // empty: the divisors of the launched ranks
   std::vector<std::string> dtypes;      // empty: what each kernel declares
   std::vector<std::string> backends;    // empty: native and mpi

@@ -110,21 +110,25 @@ json write_typed(const par::run_case& c, const values::gathered& g,
 
 }  // namespace
 
+void check_dumpable(const par::run_case& c) {
+  if (c.prob.layers() != 1)
+    throw error(
+        "--dump: a single layer's case only (the oracle is a single layer's); this case "
+        "has " +
+        std::to_string(c.prob.layers()) + " layers");
+}
+
 void write_case(const prop::subject& s, const par::run_case& c, par::comm& world,
                 const std::string& dir) {
   namespace fs = std::filesystem;
+  check_dumpable(c);
   std::string bad;
   if (world.rank() == 0) {
-    if (c.prob.layers() != 1) {
-      bad = "--dump: a single layer's case only (the oracle is a single layer's); this case has " +
-            std::to_string(c.prob.layers()) + " layers";
-    } else {
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      std::ofstream probe(fs::path(dir) / "README.txt");
-      probe << readme_text;
-      if (ec || !probe) bad = "--dump: cannot write into " + dir;
-    }
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::ofstream probe(fs::path(dir) / "README.txt");
+    probe << readme_text;
+    if (ec || !probe) bad = "--dump: cannot write into " + dir;
   }
   agree(bad);
   par::comm sub = world.split(world.rank() < c.p ? 0 : -1, world.rank());

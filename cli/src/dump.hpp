@@ -13,6 +13,9 @@
 
 namespace shardcheck::dump {
 
+// Throws error when case c cannot be dumped (a stack), before anything runs.
+void check_dumpable(const par::run_case& c);
+
 // Runs case c once more on ranks 0 … c.p − 1 of world, gathers its outputs on rank 0 and writes
 // DIR/{x,w,dy}.npy, DIR/{y,dx,dw}_{parallel,reference,oracle,magnitude}.npy, case.json and
 // README.txt there. Throws error (every rank alike) when DIR cannot be written, the case is a
