@@ -667,6 +667,29 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     if (flag != 0) throw usage_error("--out: cannot write into " + o.out);
   }
   const std::int64_t limit = prop::default_memory_limit_here();
+  // Rank 0 holds the whole truth of the largest size: the inputs, and per output its reference,
+  // oracle and magnitude (8 + 8 + 8 bytes an element, at most), and the oracle multiplies in
+  // software: M·N·K products per output. At the default M = N = 8, K = 65536: 33 MiB and 2²² each.
+  {
+    const std::int64_t k = ks.back();
+    constexpr std::int64_t oracle_cap = std::int64_t{1} << 32;  // 1024 times the default sweep's
+    if (checked_mul(checked_mul(o.m, o.n, "oracle work"), k, "oracle work") > oracle_cap)
+      throw usage_error("audit: M·N·K = " + std::to_string(o.m) + "·" + std::to_string(o.n) + "·" +
+                        std::to_string(k) +
+                        " products per output is past the oracle's 2^32 (it multiplies in "
+                        "__float128, in software)");
+    const std::int64_t inputs = checked_add(checked_mul(o.m + o.n, k, "audit inputs"),
+                                            checked_mul(o.m, o.n, "audit inputs"), "audit inputs");
+    const std::int64_t outputs =
+        checked_add(checked_mul(o.m, o.n, "audit outputs"),
+                    checked_mul(o.m + o.n, k, "audit outputs"), "audit outputs");
+    const std::int64_t bytes = checked_add(checked_mul(inputs, 8, "audit bytes"),
+                                           checked_mul(outputs, 24, "audit bytes"), "audit bytes");
+    if (bytes > limit)
+      throw usage_error("audit: the whole truth at K=" + std::to_string(k) + " needs " +
+                        prop::human_bytes(bytes) + " on rank 0, above its memory limit of " +
+                        prop::human_bytes(limit));
+  }
 
   // The cells, the same list on every rank: (dtype, K) outermost, so that the whole truth of one
   // size is computed once and dropped before the next.
@@ -686,6 +709,13 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
       for (const subject_entry& e : subjects) {
         const par::kernel_info& info = e.s->k->info();
         if (!info.supports(t)) continue;
+        // The whole truth is generated in f32 or f64; a storage dtype beyond them (bf16, fp16)
+        // is listed as not swept until values::whole_truth takes it.
+        if (t != dtype::f32 && t != dtype::f64) {
+          skip(e.name + " in " + std::string(to_string(t)) +
+               ": the audit's reference and oracle take f32 and f64 only");
+          continue;
+        }
         for (int p : ps)
           for (par::backend b : backends) {
             if (!info.uses_collectives && b != backends.front()) continue;
@@ -704,6 +734,11 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
             try {
               if (!info.supports(value_mode::uniform))
                 throw invalid_problem("does not take uniform values");
+              // A mesh of stages over one layer: all p ranks data parallel when the kernel
+              // takes a dp factor (hybrid_mesh at p = 4: dp = 4, pp = tp = 1).
+              if (is_pipeline(*e.s->k))
+                for (const par::param_spec& ps : info.params)
+                  if (ps.name == "dp" && ps.divides_p && p <= ps.max) c.params["dp"] = p;
               par::complete_and_validate(*e.s->k, c);
               if (const auto dims = e.s->k->mesh_dims(c);
                   is_pipeline(*e.s->k) && dims.size() == 3 && dims[1] > 1)

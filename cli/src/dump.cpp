@@ -111,6 +111,9 @@ json write_typed(const par::run_case& c, const values::gathered& g,
 }  // namespace
 
 void check_dumpable(const par::run_case& c) {
+  if (c.prob.type != dtype::f32 && c.prob.type != dtype::f64)
+    throw error("--dump: f32 and f64 cases only; this case is " +
+                std::string(to_string(c.prob.type)));
   if (c.prob.layers() != 1)
     throw error(
         "--dump: a single layer's case only (the oracle is a single layer's); this case "
