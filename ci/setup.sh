@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(g++ cmake make pkg-config libopenmpi-dev openmpi-bin libopenblas-dev librapidcheck-dev
           libgtest-dev libbenchmark-dev libscalapack-openmpi-dev libcli11-dev nlohmann-json3-dev
-          libpugixml-dev clang-format git python3-junitparser gnuplot-nox clang
+          libpugixml-dev clang-format git python3-junitparser python3-numpy gnuplot-nox clang
           libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -21,8 +21,10 @@
 #include "shardcheck/properties/last_words.hpp"
 #include "shardcheck/properties/mutants.hpp"
 #include "shardcheck/properties/selftest.hpp"
+#include "src/audit.hpp"
 #include "src/compare.hpp"
 #include "src/corpus.hpp"
+#include "src/dump.hpp"
 #include "src/results.hpp"
 #include "src/scale.hpp"
 
@@ -561,6 +563,7 @@ struct verify_options {
   std::string junit, json;          // result files, rewritten as each strategy finishes
   std::string memory_limit_text;    // bytes per rank, e.g. "2GiB"; empty: default_memory_limit
   std::string log_cases;            // every case line appended before it runs
+  std::string dump;                 // with --replay: the case's values as .npy files here
 };
 
 // (name, kernel) of each strategy to check; a name may be a mutant's. Default: every strategy;
@@ -944,6 +947,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
                         std::to_string(replay_case.p) + ")");
     par::complete_and_validate(k, replay_case);
     prop::check_footprint(k, replay_case, limit);
+    if (!o.dump.empty()) dump::check_dumpable(replay_case);
   }
   const std::map<std::string, std::int64_t> pinned = parse_pins(o, chosen);
   if (o.p < 0 || o.p > world.size())
@@ -1000,6 +1004,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   }
   std::fflush(stdout);
   MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!o.dump.empty())
+    dump::write_case(*cat.find(replay_case.strategy), replay_case, world, o.dump);
   return status;
 }
 
@@ -1135,6 +1141,11 @@ int cli_main(int argc, char** argv, par::registry extra) {
     replay_file_opt->excludes(o);
   }
   replay_opt->excludes(strategy_opt);
+  verify
+      ->add_option("--dump", vo.dump,
+                   "With --replay: write the case's inputs and outputs (parallel, reference, "
+                   "oracle) and magnitude products as .npy files into this directory")
+      ->needs(replay_opt);
 
   std::string ex_name, ex_dtype = "f64", ex_layout = "out_in", ex_backend = "mpi", ex_hidden,
                        ex_act = "identity";
@@ -1186,12 +1197,14 @@ int cli_main(int argc, char** argv, par::registry extra) {
 
   compare::options co;
   auto* compare_cmd = compare::add_subcommand(app, co);
+  audit::options ao;
+  auto* audit_cmd = audit::add_subcommand(app, ao);
   scale::options so;
   auto* scale_cmd = scale::add_subcommand(app, so);
 
   // No option takes an empty value: `--p ''` or `--backend ''` would otherwise be read as the
   // default, silently.
-  for (CLI::App* sub : {verify, explain, selftest, compare_cmd, scale_cmd})
+  for (CLI::App* sub : {verify, explain, selftest, compare_cmd, audit_cmd, scale_cmd})
     for (CLI::Option* o : sub->get_options())
       if (o->get_type_size() != 0) o->check(not_empty);
   p_opt->check(CLI::Range(1, par::max_parts));
@@ -1215,7 +1228,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
   }
   const bool needs_mpi = verify->parsed() || selftest->parsed() ||
                          (explain->parsed() && ex_record) || compare_cmd->parsed() ||
-                         scale_cmd->parsed();
+                         audit_cmd->parsed() || scale_cmd->parsed();
   std::unique_ptr<par::environment> env;
   int rank = 0;
   // Every error ends with its exit code (README, "Exit codes"); none escapes as an exception.
@@ -1264,6 +1277,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
     if (compare_cmd->parsed())
       return compare::run(
           cat.normal(), [&](std::string_view n) { return cat.find(n); }, co);
+    if (audit_cmd->parsed())
+      return audit::run(
+          cat.normal(), [&](std::string_view n) { return cat.find(n); }, ao);
     if (scale_cmd->parsed())
       return scale::run(
           cat.normal(), [&](std::string_view n) { return cat.find(n); }, so);

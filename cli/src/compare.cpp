@@ -1,6 +1,5 @@
 #include "compare.hpp"
 
-#include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "plotting.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/properties/driver.hpp"
@@ -160,52 +160,7 @@ template <class T>
   return m;
 }
 
-// --- the progress bar (rank 0, stderr, a terminal only) ----------------------------------------
-
-// The terminal the bar is drawn on: this rank's stderr if it is one, else, under a local mpirun
-// (which hands its ranks pipes, never its terminal), mpirun's own stderr when that is a
-// terminal. -1: none (stderr redirected, CI), and no bar.
-int terminal_fd() {
-  if (isatty(STDERR_FILENO) != 0) return STDERR_FILENO;
-  const std::string parent = "/proc/" + std::to_string(getppid());
-  std::ifstream comm_file(parent + "/comm");
-  std::string name;
-  std::getline(comm_file, name);
-  if (name != "mpirun" && name != "mpiexec" && name != "orterun" && name != "prterun") return -1;
-  const int fd = open((parent + "/fd/2").c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-  if (fd >= 0 && isatty(fd) != 0) return fd;
-  if (fd >= 0) close(fd);
-  return -1;
-}
-
-// One line, redrawn: "[#########.....................] 12/58 summa rep 2".
-class progress {
- public:
-  progress(bool on, int total) : fd_(on ? terminal_fd() : -1), total_(total) {}
-  ~progress() {
-    if (fd_ > STDERR_FILENO) close(fd_);
-  }
-  progress(const progress&) = delete;
-  progress& operator=(const progress&) = delete;
-  void step(const std::string& what) {
-    ++done_;
-    if (fd_ < 0) return;
-    constexpr int width = 30;
-    const int filled = total_ > 0 ? width * std::min(done_, total_) / total_ : width;
-    draw("\r[" + std::string(filled, '#') + std::string(width - filled, '.') + "] " +
-         std::to_string(done_) + "/" + std::to_string(total_) + " " + what + "\033[K");
-  }
-  void finish() {
-    if (fd_ >= 0) draw("\r\033[K");
-  }
-
- private:
-  void draw(const std::string& text) const {
-    if (write(fd_, text.data(), text.size()) < 0) return;  // a closed terminal: no bar
-  }
-  int fd_;
-  int total_, done_ = 0;
-};
+using cli_tools::progress;
 
 // --- calibration: the α–β link and the GEMM rate ----------------------------------------------
 
@@ -926,30 +881,6 @@ json machine_json(int ranks) {
   return m;
 }
 
-std::vector<std::string> gnuplot(const std::filesystem::path& dir, const std::string& stem,
-                                 const std::vector<std::string>& figures,
-                                 const std::function<std::string(const std::string&)>& body) {
-  namespace fs = std::filesystem;
-  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) return {};
-  std::vector<std::string> written;
-  for (const char* term : {"png", "svg"}) {
-    const std::string ext = term;
-    {
-      std::ofstream gp(dir / (stem + "_" + ext + ".gp"));
-      gp << (ext == "png" ? "set terminal pngcairo size 1000,560 noenhanced\n"
-                          : "set terminal svg size 1000,560 noenhanced\n");
-      gp << body(ext);
-    }
-    const std::string cmd = "cd '" + dir.string() + "' && gnuplot " + stem + "_" + ext + ".gp 2>&1";
-    if (std::system(cmd.c_str()) != 0) continue;
-    for (const std::string& what : figures) {
-      const fs::path f = dir / (what + "." + ext);
-      if (fs::exists(f)) written.push_back(f.filename().string());
-    }
-  }
-  return written;
-}
-
 namespace {
 
 json strategy_json(const measured& s) {
@@ -993,6 +924,8 @@ json strategy_json(const measured& s) {
 // gnuplot, when it is there: each figure as PNG and SVG. Returns the files written.
 std::vector<std::string> plot(const std::filesystem::path& dir, const std::vector<measured>& all,
                               const reference_run& ref_run) {
+  namespace fs = std::filesystem;
+  if (!cli_tools::gnuplot_available()) return {};
   {
     std::ofstream t(dir / "time.dat"), m(dir / "memory.dat"), b(dir / "bytes.dat");
     t << "# strategy compute_ms comm_ms predicted_ms\n";
@@ -1015,31 +948,35 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
     }
   }
   const double single = static_cast<double>(ref_run.inputs + ref_run.peak) / 1048576;
-  return gnuplot(dir, "plots", {"compare_time", "compare_memory", "compare_bytes"},
-                 [&](const std::string& ext) {
-                   std::ostringstream gp;
-                   gp << "set style data histograms\nset style fill solid 0.8 border -1\n"
-                         "set boxwidth 0.7\nset xtics rotate by -30\nset grid ytics\n"
-                         "set key above horizontal\nset yrange [0:*]\n";
-                   gp << "set output 'compare_time." << ext << "'\n"
-                      << "set title 'one training step: slowest rank, median (predicted: cost "
-                         "model)'\n"
-                      << "set ylabel 'ms'\nset style histogram rowstacked\n"
-                      << "plot 'time.dat' using 2:xtic(1) title 'compute', '' using 3 title "
-                         "'communication', '' using 0:4 with points pt 7 ps 1.5 lc rgb 'black' "
-                         "title 'predicted'\n";
-                   gp << "set output 'compare_memory." << ext << "'\n"
-                      << "set title 'memory per rank: inputs + measured peak (largest rank)'\n"
-                      << "set ylabel 'MiB'\nset style histogram clustered gap 1\n"
-                      << "plot 'memory.dat' using 2:xtic(1) title 'measured', '' using 3 title "
-                         "'cost-model bound', "
-                      << single << " with lines lw 2 title 'single device'\n";
-                   gp << "set output 'compare_bytes." << ext << "'\n"
-                      << "set title 'bytes per rank, one step (ledger, largest rank)'\n"
-                      << "plot 'bytes.dat' using 2:xtic(1) title 'sent', '' using 3 title "
-                         "'received'\n";
-                   return gp.str();
-                 });
+  std::vector<std::string> written;
+  for (const char* term : {"png", "svg"}) {
+    const std::string ext = term;
+    std::ostringstream gp;
+    gp << (ext == "png" ? "set terminal pngcairo size 1000,560 noenhanced\n"
+                        : "set terminal svg size 1000,560 noenhanced\n");
+    gp << "set style data histograms\nset style fill solid 0.8 border -1\nset boxwidth 0.7\n"
+          "set xtics rotate by -30\nset grid ytics\nset key above horizontal\nset yrange [0:*]\n";
+    gp << "set output 'compare_time." << ext << "'\n"
+       << "set title 'one training step: slowest rank, median (predicted: cost model)'\n"
+       << "set ylabel 'ms'\nset style histogram rowstacked\n"
+       << "plot 'time.dat' using 2:xtic(1) title 'compute', '' using 3 title 'communication', "
+          "'' using 0:4 with points pt 7 ps 1.5 lc rgb 'black' title 'predicted'\n";
+    gp << "set output 'compare_memory." << ext << "'\n"
+       << "set title 'memory per rank: inputs + measured peak (largest rank)'\n"
+       << "set ylabel 'MiB'\nset style histogram clustered gap 1\n"
+       << "plot 'memory.dat' using 2:xtic(1) title 'measured', '' using 3 title 'cost-model "
+          "bound', "
+       << single << " with lines lw 2 title 'single device'\n";
+    gp << "set output 'compare_bytes." << ext << "'\n"
+       << "set title 'bytes per rank, one step (ledger, largest rank)'\n"
+       << "plot 'bytes.dat' using 2:xtic(1) title 'sent', '' using 3 title 'received'\n";
+    if (!cli_tools::run_gnuplot(dir, "plots_" + ext + ".gp", gp.str())) continue;
+    for (const char* what : {"time", "memory", "bytes"}) {
+      const fs::path f = dir / ("compare_" + std::string(what) + "." + ext);
+      if (fs::exists(f)) written.push_back(f.filename().string());
+    }
+  }
+  return written;
 }
 
 // --- the run ------------------------------------------------------------------------------------

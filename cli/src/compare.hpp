@@ -9,7 +9,6 @@
 // that drift of a shared machine favours none; each figure is the median over repetitions of the
 // slowest rank's time.
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -56,12 +55,7 @@ using finder = std::function<const prop::subject*(std::string_view)>;
                       const options& o);
 
 // Shared with `shardcheck scale`: the machine a report ran on (host, CPU, cores, memory, load
-// average, ranks, Open MPI's coll settings), and gnuplot run on a script once per terminal, PNG
-// then SVG: `body(ext)` gives the commands after the terminal line (each figure's `set output
-// 'NAME.ext'`); returns the files of `figures` written ({} without gnuplot).
+// average, ranks, Open MPI's coll settings).
 [[nodiscard]] nlohmann::ordered_json machine_json(int ranks);
-std::vector<std::string> gnuplot(const std::filesystem::path& dir, const std::string& stem,
-                                 const std::vector<std::string>& figures,
-                                 const std::function<std::string(const std::string&)>& body);
 
 }  // namespace shardcheck::compare

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "plotting.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/harness.hpp"
@@ -172,7 +173,8 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
       d << "\n\n";
     }
   }
-  return compare::gnuplot(dir, "scale", {"scale"}, [&](const std::string& ext) {
+  if (!cli_tools::gnuplot_available()) return {};
+  const auto script = [&](const std::string& ext) {
     std::ostringstream gp;
     gp << "set output 'scale." << ext << "'\n"
        << "set multiplot layout 1,3 title 'weak scaling: the shard of each rank fixed (largest "
@@ -194,7 +196,15 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
        << "\n";
     gp << "unset multiplot\n";
     return gp.str();
-  });
+  };
+  std::vector<std::string> written;
+  for (const std::string ext : {"png", "svg"}) {
+    const std::string terminal = ext == "png" ? "set terminal pngcairo size 1000,560 noenhanced\n"
+                                              : "set terminal svg size 1000,560 noenhanced\n";
+    if (!cli_tools::run_gnuplot(dir, "scale_" + ext + ".gp", terminal + script(ext))) continue;
+    if (std::filesystem::exists(dir / ("scale." + ext))) written.push_back("scale." + ext);
+  }
+  return written;
 }
 
 }  // namespace

@@ -1,0 +1,931 @@
+#include "audit.hpp"
+
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "plotting.hpp"
+#include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/properties/driver.hpp"
+#include "shardcheck/properties/footprint.hpp"
+#include "shardcheck/reference/bound.hpp"
+#include "values.hpp"
+
+namespace shardcheck::audit {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct usage_error : error {
+  using error::error;
+};
+
+// The slack of the growth rule: a max or mean over the elements of one case fluctuates by about
+// a factor 2 from one size to the next, and a factor 2 at both ends of a series spanning
+// x_min … x_max moves its fitted slope by 2·ln 2 / ln(x_max/x_min): 0.17 over K = 16 … 65536,
+// 1.0 over p = 1 … 4. An exponent more than that (and at least 0.25) above the one it is held to
+// is a real difference in growth, not noise.
+constexpr double growth_slack = 0.25;
+[[nodiscard]] double slack_over(const std::vector<std::pair<double, double>>& xy) {
+  double lo = INFINITY, hi = 0;
+  for (const auto& [x, y] : xy)
+    if (y > 0 && std::isfinite(y)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+  if (!(hi > lo)) return INFINITY;
+  return std::max(growth_slack, 2 * std::log(2.0) / std::log(hi / lo));
+}
+// The statistical tier's false-alarm probability per tensor and case (Higham & Mary, bound.hpp).
+constexpr double false_alarm_target = 1e-9;
+
+// --- the Open MPI algorithm settings in force -------------------------------------------------
+
+// Every coll_tuned control variable MPI_T exposes, with its value: the algorithms the tuned
+// component runs (0: its own decision), e.g. {"coll_tuned_allreduce_algorithm": 0, …}.
+json mpi_t_coll_settings() {
+  json out = json::object();
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return out;
+  int num = 0;
+  if (MPI_T_cvar_get_num(&num) == MPI_SUCCESS) {
+    for (int i = 0; i < num; ++i) {
+      char name[256], desc[8];
+      int name_len = sizeof name, desc_len = sizeof desc, verbosity = 0, bind = 0, scope = 0;
+      MPI_Datatype type = MPI_DATATYPE_NULL;
+      MPI_T_enum enumtype = MPI_T_ENUM_NULL;
+      if (MPI_T_cvar_get_info(i, name, &name_len, &verbosity, &type, &enumtype, desc, &desc_len,
+                              &bind, &scope) != MPI_SUCCESS)
+        continue;
+      const std::string n(name);
+      if (n.rfind("coll_tuned_", 0) != 0 || bind != MPI_T_BIND_NO_OBJECT) continue;
+      MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+      int count = 0;
+      if (MPI_T_cvar_handle_alloc(i, nullptr, &handle, &count) != MPI_SUCCESS) continue;
+      if (count == 1 && (type == MPI_INT || type == MPI_UNSIGNED)) {
+        int v = 0;
+        if (MPI_T_cvar_read(handle, &v) == MPI_SUCCESS) out[n] = v;
+      } else if (count == 1 && (type == MPI_LONG_LONG || type == MPI_UNSIGNED_LONG_LONG ||
+                                type == MPI_LONG || type == MPI_UNSIGNED_LONG)) {
+        long long v = 0;
+        if (MPI_T_cvar_read(handle, &v) == MPI_SUCCESS) out[n] = v;
+      } else if (count == 1 && type == MPI_C_BOOL) {
+        unsigned char v[16] = {};  // a bool, in however many bytes the library stores it
+        if (MPI_T_cvar_read(handle, v) == MPI_SUCCESS)
+          out[n] = std::any_of(std::begin(v), std::end(v), [](unsigned char b) { return b != 0; });
+      } else if (type == MPI_CHAR && count > 0 && count < 4096) {
+        std::string v(static_cast<std::size_t>(count) + 1, '\0');
+        if (MPI_T_cvar_read(handle, v.data()) == MPI_SUCCESS) out[n] = std::string(v.c_str());
+      }
+      MPI_T_cvar_handle_free(&handle);
+    }
+  }
+  MPI_T_finalize();
+  return out;
+}
+
+json open_mpi_settings() {
+  json env = json::object();
+  for (const auto& [k, v] : prop::collective_mca_settings()) env[k] = v;
+  return {{"environment", env}, {"mpi_t_control_variables", mpi_t_coll_settings()}};
+}
+
+// --- the measurements -------------------------------------------------------------------------
+
+// Max and mean of |got − oracle| / (u·mag) over one tensor's elements with mag > 0; elements of
+// mag 0 (a zero row) count only when got differs from the oracle (then the max is infinite).
+struct error_stats {
+  double max = 0, mean = 0;
+  std::int64_t nonfinite = 0, counted = 0;
+};
+
+template <class V>
+error_stats measure(const V& got, const std::vector<double>& oracle, const std::vector<double>& mag,
+                    double u) {
+  error_stats s;
+  double sum = 0;
+  for (std::size_t i = 0; i < oracle.size(); ++i) {
+    const double g = static_cast<double>(got[i]);
+    if (!std::isfinite(g)) {
+      ++s.nonfinite;
+      continue;
+    }
+    const double err = std::abs(g - oracle[i]);
+    if (mag[i] > 0) {
+      const double e = err / (u * mag[i]);
+      s.max = std::max(s.max, e);
+      sum += e;
+      ++s.counted;
+    } else if (err > 0) {
+      s.max = INFINITY;
+    }
+  }
+  s.mean = s.counted > 0 ? sum / static_cast<double>(s.counted) : 0;
+  return s;
+}
+
+// The share of a tier's bound one computation with chain k used: against the oracle (itself one
+// rounding to double from exact, ≤ u_f64·mag), the rigorous tier allows (γ_k + u_f64)·mag, the
+// statistical (γ̃_k(λ) + u_f64)·mag with λ for `events` = elements × k roundings at 1e-9.
+struct shares {
+  double rigorous = 0, statistical = 0, lambda = 0;
+};
+
+shares shares_of(double max_u_mag, std::int64_t k, std::int64_t elements, dtype t) {
+  const double u = ref::unit_roundoff(t), ud = ref::unit_roundoff(dtype::f64);
+  shares s;
+  const double events = std::max(1.0, static_cast<double>(elements) * static_cast<double>(k));
+  s.lambda = ref::lambda_for(events, false_alarm_target, u);
+  const double allowed_rig = ref::gamma(k, t) + ud,
+               allowed_stat = ref::gamma_tilde(k, u, s.lambda) + ud;
+  s.rigorous = max_u_mag * u / allowed_rig;
+  s.statistical = max_u_mag * u / allowed_stat;
+  return s;
+}
+
+struct cell {
+  std::string strategy, tensor, backend, replay;
+  dtype type = dtype::f64;
+  std::int64_t M = 0, N = 0, K = 0;
+  int p = 1;
+  std::int64_t k_par = 0, k_ref = 0, elements = 0, missing = 0, conflicts = 0;
+  error_stats par, ref;
+  shares par_share, ref_share;
+  bool chains_claimed = true;
+};
+
+// Least squares slope of log y against log x over the points with y > 0 (finite); NaN with
+// fewer than 2 distinct x (3 asked for by the caller where noise matters).
+struct fit {
+  double slope = NAN;
+  int points = 0;
+};
+
+fit log_log(const std::vector<std::pair<double, double>>& xy, int min_points) {
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& [x, y] : xy)
+    if (x > 0 && y > 0 && std::isfinite(y)) pts.emplace_back(std::log(x), std::log(y));
+  fit f;
+  f.points = static_cast<int>(pts.size());
+  if (f.points < min_points) return f;
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : pts) {
+    mx += x;
+    my += y;
+  }
+  mx /= f.points;
+  my /= f.points;
+  double sxx = 0, sxy = 0;
+  for (const auto& [x, y] : pts) {
+    sxx += (x - mx) * (x - mx);
+    sxy += (x - mx) * (y - my);
+  }
+  if (sxx <= 0) return f;
+  f.slope = sxy / sxx;
+  return f;
+}
+
+json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+// "0.25" or "-" for a missing fit.
+std::string fmt(double v, const char* f = "%.2f") {
+  if (!std::isfinite(v)) return v > 0 ? "inf" : "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Whether k runs micro-batches through stages (its mesh is dp × pp × tp; it takes m).
+bool is_pipeline(const par::kernel& k) {
+  for (const auto& ps : k.info().params)
+    if (ps.name == "m") return true;
+  return false;
+}
+
+struct subject_entry {
+  std::string name;
+  const prop::subject* s = nullptr;
+};
+
+// One group's summary: per strategy, tensor and dtype.
+struct group_summary {
+  std::string strategy, tensor;
+  dtype type = dtype::f64;
+  double max_u = 0, mean_u = 0, rig = 0, stat = 0;
+  double ref_max_u = 0, ref_mean_u = 0;
+  // the exponents against K of the worst series (over backend and p), its chain's and the
+  // reference's; against p at the largest K
+  double alpha_k_max = NAN, alpha_k_mean = NAN, alpha_chain_k = NAN, alpha_ref_max = NAN,
+         alpha_ref_mean = NAN;
+  double alpha_p_max = NAN, alpha_p_mean = NAN, alpha_chain_p = NAN;
+  std::vector<std::string> flags;
+  json series = json::array();
+};
+
+std::string flags_text(const std::vector<std::string>& f) {
+  std::string out;
+  for (const auto& s : f) out += (out.empty() ? "" : "; ") + s;
+  return out;
+}
+
+std::vector<group_summary> summarize(const std::vector<cell>& cells) {
+  std::map<std::tuple<std::string, std::string, int>, group_summary> groups;
+  std::vector<std::tuple<std::string, std::string, int>> order;
+  // The reference's exponent against K per (tensor, dtype), from one strategy's cells (they are
+  // the same reference).
+  std::map<std::pair<std::string, int>, std::map<std::int64_t, std::pair<double, double>>> ref_pts;
+  for (const cell& c : cells) {
+    const auto key = std::make_tuple(c.strategy, c.tensor, static_cast<int>(c.type));
+    auto [it, fresh] = groups.try_emplace(key);
+    if (fresh) {
+      order.push_back(key);
+      it->second.strategy = c.strategy;
+      it->second.tensor = c.tensor;
+      it->second.type = c.type;
+    }
+    group_summary& g = it->second;
+    g.max_u = std::max(g.max_u, c.par.max);
+    g.mean_u = std::max(g.mean_u, c.par.mean);
+    g.rig = std::max(g.rig, c.par_share.rigorous);
+    g.stat = std::max(g.stat, c.par_share.statistical);
+    g.ref_max_u = std::max(g.ref_max_u, c.ref.max);
+    g.ref_mean_u = std::max(g.ref_mean_u, c.ref.mean);
+    ref_pts[{c.tensor, static_cast<int>(c.type)}][c.K] = {c.ref.max, c.ref.mean};
+  }
+  std::vector<group_summary> out;
+  for (const auto& key : order) {
+    group_summary g = groups[key];
+    const auto& rp = ref_pts[{g.tensor, static_cast<int>(g.type)}];
+    std::vector<std::pair<double, double>> rmax, rmean;
+    for (const auto& [k, v] : rp) {
+      rmax.emplace_back(static_cast<double>(k), v.first);
+      rmean.emplace_back(static_cast<double>(k), v.second);
+    }
+    g.alpha_ref_max = log_log(rmax, 3).slope;
+    g.alpha_ref_mean = log_log(rmean, 3).slope;
+    // Series over K: one per (backend, p); over p: one per (backend, K).
+    std::map<std::pair<std::string, int>, std::vector<const cell*>> by_k;
+    std::map<std::pair<std::string, std::int64_t>, std::vector<const cell*>> by_p;
+    bool incomplete = false, unclaimed = false;
+    for (const cell& c : cells) {
+      if (c.strategy != g.strategy || c.tensor != g.tensor || c.type != g.type) continue;
+      by_k[{c.backend, c.p}].push_back(&c);
+      by_p[{c.backend, c.K}].push_back(&c);
+      incomplete = incomplete || c.missing > 0 || c.par.nonfinite > 0 || c.conflicts > 0;
+      unclaimed = unclaimed || !c.chains_claimed;
+    }
+    if (g.rig > 1) g.flags.push_back("outside the rigorous bound (" + fmt(g.rig) + "x)");
+    if (g.stat > 1) g.flags.push_back("outside the statistical bound (" + fmt(g.stat) + "x)");
+    if (incomplete) g.flags.push_back("missing, non-finite or differing replica values");
+    if (unclaimed) g.flags.push_back("claims no chains: no bound to judge by");
+    bool faster_ref = false, faster_chain_k = false, faster_chain_p = false;
+    for (const auto& [key2, list] : by_k) {
+      std::vector<std::pair<double, double>> mx, mn, ch;
+      for (const cell* c : list) {
+        mx.emplace_back(static_cast<double>(c->K), c->par.max);
+        mn.emplace_back(static_cast<double>(c->K), c->par.mean);
+        ch.emplace_back(static_cast<double>(c->K), static_cast<double>(c->k_par));
+      }
+      const double a_max = log_log(mx, 3).slope, a_mean = log_log(mn, 3).slope,
+                   a_chain = log_log(ch, 3).slope;
+      g.series.push_back({{"over", "K"},
+                          {"backend", key2.first},
+                          {"p", key2.second},
+                          {"alpha_max", num(a_max)},
+                          {"alpha_mean", num(a_mean)},
+                          {"alpha_chain", num(a_chain)}});
+      const auto worse = [](double a, double b) {
+        return std::isfinite(a) && (!std::isfinite(b) || a > b);
+      };
+      if (worse(a_max, g.alpha_k_max)) g.alpha_k_max = a_max;
+      if (worse(a_mean, g.alpha_k_mean)) g.alpha_k_mean = a_mean;
+      if (worse(a_chain, g.alpha_chain_k)) g.alpha_chain_k = a_chain;
+      // A chain that does not grow allows no growth; one that shrinks demands no shrinking (the
+      // error may sit far below its bound).
+      const double slack = slack_over(mn);
+      g.series.back()["slack"] = num(slack);
+      for (const auto& [a, r] : {std::pair{a_max, g.alpha_ref_max}, {a_mean, g.alpha_ref_mean}}) {
+        if (std::isfinite(a) && std::isfinite(r) && a > r + slack) faster_ref = true;
+        if (std::isfinite(a) && std::isfinite(a_chain) && a > std::max(a_chain, 0.0) + slack)
+          faster_chain_k = true;
+      }
+    }
+    std::int64_t k_top = 0;
+    for (const auto& [key2, list] : by_p) k_top = std::max(k_top, key2.second);
+    for (const auto& [key2, list] : by_p) {
+      std::vector<std::pair<double, double>> mx, mn, ch;
+      for (const cell* c : list) {
+        mx.emplace_back(static_cast<double>(c->p), c->par.max);
+        mn.emplace_back(static_cast<double>(c->p), c->par.mean);
+        ch.emplace_back(static_cast<double>(c->p), static_cast<double>(c->k_par));
+      }
+      const double a_max = log_log(mx, 2).slope, a_mean = log_log(mn, 2).slope,
+                   a_chain = log_log(ch, 2).slope;
+      g.series.push_back({{"over", "p"},
+                          {"backend", key2.first},
+                          {"K", key2.second},
+                          {"alpha_max", num(a_max)},
+                          {"alpha_mean", num(a_mean)},
+                          {"alpha_chain", num(a_chain)}});
+      if (key2.second == k_top) {
+        const auto worse = [](double a, double b) {
+          return std::isfinite(a) && (!std::isfinite(b) || a > b);
+        };
+        if (worse(a_max, g.alpha_p_max)) g.alpha_p_max = a_max;
+        if (worse(a_mean, g.alpha_p_mean)) g.alpha_p_mean = a_mean;
+        if (worse(a_chain, g.alpha_chain_p)) g.alpha_chain_p = a_chain;
+      }
+      // Against p at the largest K only: there the rounding of the long chain dominates.
+      const double slack = slack_over(mn);
+      g.series.back()["slack"] = num(slack);
+      if (key2.second == k_top && mx.size() >= 3)
+        for (const double a : {a_max, a_mean})
+          if (std::isfinite(a) && std::isfinite(a_chain) && a > std::max(a_chain, 0.0) + slack)
+            faster_chain_p = true;
+    }
+    if (faster_ref) g.flags.push_back("grows faster in K than the reference's error");
+    if (faster_chain_k) g.flags.push_back("grows faster in K than its chain");
+    if (faster_chain_p) g.flags.push_back("grows faster in p than its chain");
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+const char* rule_text =
+    "A computation whose longest chain of additions is k errs by at most gamma_k*|X||W|^T "
+    "(rigorous), so its error in u*|X||W|^T is at most k/(1-ku): against K (or p) it can grow no "
+    "faster than its chain k_par does; with independent rounding errors (statistical) it grows "
+    "as lambda*sqrt(k), half that exponent. A strategy, tensor and dtype is flagged when any of "
+    "its cells is outside the rigorous bound (gamma_k + u_f64, the oracle's own rounding) or the "
+    "statistical one (gamma~_k(lambda) + u_f64, lambda for elements*k roundings at 1e-9), when "
+    "values are missing, non-finite or differ between replicas, when it claims no chains, or when "
+    "the fitted exponent (least squares in log-log, of its max or of its mean error) of some "
+    "(backend, p) series against K exceeds the reference's exponent, or its chain's exponent "
+    "(0 if the chain does not grow: a shrinking chain demands no shrinking error), by more than "
+    "the slack; likewise against p at the largest K (3 values of p or more), against its chain. "
+    "The slack is max(0.25, 2 ln 2 / ln(x_max/x_min)): a max or mean over one case's elements "
+    "varies by about 2x between sizes, which moves a slope over K = 16..65536 by 0.17 and over "
+    "p = 1..4 by 1.0.";
+
+// --- the outputs ------------------------------------------------------------------------------
+
+std::string csv_of(const std::vector<cell>& cells) {
+  std::ostringstream os;
+  os << "strategy,tensor,dtype,backend,p,M,N,K,k_par,k_ref,elements,max_err_u_mag,"
+        "mean_err_u_mag,ref_max_err_u_mag,ref_mean_err_u_mag,rigorous_share,statistical_share,"
+        "lambda,ref_rigorous_share,ref_statistical_share,missing,nonfinite,replica_conflicts,"
+        "replay\n";
+  os.precision(9);
+  for (const cell& c : cells) {
+    os << c.strategy << ',' << c.tensor << ',' << to_string(c.type) << ',' << c.backend << ','
+       << c.p << ',' << c.M << ',' << c.N << ',' << c.K << ',' << c.k_par << ',' << c.k_ref << ','
+       << c.elements << ',' << c.par.max << ',' << c.par.mean << ',' << c.ref.max << ','
+       << c.ref.mean << ',' << c.par_share.rigorous << ',' << c.par_share.statistical << ','
+       << c.par_share.lambda << ',' << c.ref_share.rigorous << ',' << c.ref_share.statistical << ','
+       << c.missing << ',' << c.par.nonfinite << ',' << c.conflicts << ",\"" << c.replay << "\"\n";
+  }
+  return os.str();
+}
+
+json cell_json(const cell& c) {
+  return {{"strategy", c.strategy},
+          {"tensor", c.tensor},
+          {"dtype", to_string(c.type)},
+          {"backend", c.backend},
+          {"p", c.p},
+          {"K", c.K},
+          {"k_par", c.k_par},
+          {"k_ref", c.k_ref},
+          {"elements", c.elements},
+          {"parallel", {{"max_err_u_mag", num(c.par.max)}, {"mean_err_u_mag", num(c.par.mean)}}},
+          {"reference", {{"max_err_u_mag", num(c.ref.max)}, {"mean_err_u_mag", num(c.ref.mean)}}},
+          {"rigorous_share", num(c.par_share.rigorous)},
+          {"statistical_share", num(c.par_share.statistical)},
+          {"lambda", c.par_share.lambda},
+          {"reference_rigorous_share", num(c.ref_share.rigorous)},
+          {"reference_statistical_share", num(c.ref_share.statistical)},
+          {"missing", c.missing},
+          {"nonfinite", c.par.nonfinite},
+          {"replica_conflicts", c.conflicts},
+          {"chains_claimed", c.chains_claimed},
+          {"replay", c.replay}};
+}
+
+// One figure per strategy: Y's max error (u·mag) against K for each (dtype, backend, p), the
+// reference's per dtype, the guides √K and K through the reference's first point, and its
+// chain's rigorous allowance k_par at its largest p. Returns the files written.
+std::vector<std::string> plot(const std::filesystem::path& dir, const std::vector<cell>& cells,
+                              const std::vector<std::string>& strategies) {
+  std::vector<std::string> written;
+  if (!cli_tools::gnuplot_available()) return written;
+  for (const std::string& s : strategies) {
+    // series: (dtype, backend, p) → K → max error; the reference per dtype; the chain at max p
+    std::map<std::string, std::map<std::int64_t, double>> series, refs, chain;
+    int p_top = 0;
+    for (const cell& c : cells)
+      if (c.strategy == s && c.tensor == "Y") p_top = std::max(p_top, c.p);
+    for (const cell& c : cells) {
+      if (c.strategy != s || c.tensor != "Y") continue;
+      const std::string dt(to_string(c.type));
+      series[dt + " " + c.backend + " p=" + std::to_string(c.p)][c.K] = c.par.max;
+      refs["reference " + dt][c.K] = c.ref.max;
+      // The bounds in u·|X||W|ᵀ at the largest p, f32's (f64's differ only at K near 1/u).
+      if (c.p == p_top && c.type == dtype::f32 && c.backend == "mpi") {
+        const double u = ref::unit_roundoff(c.type);
+        chain["rigorous bound gamma_k/u, p=" + std::to_string(c.p)][c.K] =
+            ref::gamma(c.k_par, c.type) / u;
+        chain["statistical bound gamma~_k(lambda)/u, p=" + std::to_string(c.p)][c.K] =
+            ref::gamma_tilde(c.k_par, u, c.par_share.lambda) / u;
+      }
+    }
+    if (series.empty()) continue;
+    std::ostringstream dat;
+    dat.precision(9);
+    std::vector<std::string> titles;
+    for (const auto* group : {&series, &refs, &chain})
+      for (const auto& [title, pts] : *group) {
+        dat << "# " << title << "\n";
+        for (const auto& [k, v] : pts)
+          dat << k << ' ' << (v > 0 && std::isfinite(v) ? v : NAN) << "\n";
+        dat << "\n\n";
+        titles.push_back(title);
+      }
+    const std::string base = "audit_" + s;
+    {
+      std::ofstream f(dir / (base + ".dat"));
+      f << dat.str();
+    }
+    // The guides through the first reference point: c·√K and c·K.
+    double k0 = 0, e0 = 0;
+    for (const auto& [title, pts] : refs)
+      for (const auto& [k, v] : pts)
+        if (v > 0 && std::isfinite(v) && (k0 == 0 || k < k0 || (k == k0 && v > e0))) {
+          k0 = static_cast<double>(k);
+          e0 = v;
+        }
+    if (k0 == 0) {
+      k0 = 16;
+      e0 = 1;
+    }
+    for (const char* term : {"png", "svg"}) {
+      const std::string ext = term;
+      std::ostringstream gp;
+      gp << (ext == "png" ? "set terminal pngcairo size 1100,760 noenhanced\n"
+                          : "set terminal svg size 1100,760 noenhanced\n");
+      gp << "set output '" << base << "." << ext << "'\n"
+         << "set title '" << s << ": max |Y - oracle| / (u |X||W|^T) against K (M = N small)'\n"
+         << "set logscale xy\nset xlabel 'K'\nset ylabel 'error / (u |X||W|^T)'\n"
+         << "set key outside below maxrows 6\nset grid\n"
+         << "plot ";
+      for (std::size_t i = 0; i < titles.size(); ++i) {
+        const bool is_ref = titles[i].rfind("reference", 0) == 0;
+        const bool is_chain = titles[i].find("bound") != std::string::npos;
+        gp << "'" << base << ".dat' index " << i << " using 1:2 with "
+           << (is_chain ? (titles[i][0] == 'r' ? "lines lw 2 dt 3 lc rgb 'red'"
+                                               : "lines lw 2 dt 3 lc rgb 'orange'")
+               : is_ref ? "linespoints lw 3 dt 2 pt 6"
+                        : "linespoints pt 7 ps 0.8")
+           << " title '" << titles[i] << "', ";
+      }
+      gp << e0 << "*sqrt(x/" << k0 << ") with lines lc rgb 'gray40' dt 4 title 'sqrt(K) guide', "
+         << e0 << "*(x/" << k0 << ") with lines lc rgb 'gray20' dt 5 title 'K guide'\n";
+      if (!cli_tools::run_gnuplot(dir, base + "_" + ext + ".gp", gp.str())) continue;
+      if (std::filesystem::exists(dir / (base + "." + ext))) written.push_back(base + "." + ext);
+    }
+  }
+  return written;
+}
+
+// The settings that pick algorithms, briefly: the environment's, use_dynamic_rules, and each
+// *_algorithm MPI_T reports other than 0 (0: the tuned component decides by message size).
+std::string mpi_brief(const json& mpi) {
+  std::string out;
+  for (const auto& [k, v] : mpi["environment"].items())
+    out += (out.empty() ? "" : ", ") + k + "=" + v.get<std::string>();
+  out = "environment: " + (out.empty() ? std::string("none") : out) + "; MPI_T:";
+  std::string algos;
+  for (const auto& [k, v] : mpi["mpi_t_control_variables"].items()) {
+    const bool algo = k.size() > 10 && k.compare(k.size() - 10, 10, "_algorithm") == 0;
+    if (k == "coll_tuned_use_dynamic_rules" || (algo && v.is_number() && v != 0))
+      algos += " " + k + "=" + v.dump();
+  }
+  return out + (algos.empty() ? " no algorithm pinned" : algos);
+}
+
+std::string summary_md(const std::vector<group_summary>& groups, const json& sweep, const json& mpi,
+                       const std::vector<std::string>& skipped, std::size_t cells, double seconds) {
+  std::ostringstream os;
+  os << "# shardcheck audit\n\n"
+     << "Sweep: " << sweep.dump() << "\n\n"
+     << cells << " measurements (strategy × K × p × dtype × backend × output tensor) in "
+     << fmt(seconds, "%.1f") << " s.\n\n"
+     << "Open MPI collective settings: " << mpi_brief(mpi) << " (every one in audit.json)\n\n"
+     << "Errors are against the oracle (__float128 accumulation), in units of u·|X||W|ᵀ of each "
+        "element; shares are of each tier's bound for one computation (rigorous γ_k, "
+        "statistical γ̃_k(λ)); α is the fitted growth exponent (log-log least squares) of the "
+        "worst (backend, p) series against K, of its chain's length, of the reference's error; "
+        "α_p against p at the largest K.\n\n"
+     << "| strategy | tensor | dtype | max err | mean err | ref max | ref mean | rigorous % | "
+        "statistical % | α_K max | α_K mean | α_K chain | α_K ref (max/mean) | α_p mean | "
+        "α_p chain | flags |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const group_summary& g : groups)
+    os << "| " << g.strategy << " | " << g.tensor << " | " << to_string(g.type) << " | "
+       << fmt(g.max_u) << " | " << fmt(g.mean_u) << " | " << fmt(g.ref_max_u) << " | "
+       << fmt(g.ref_mean_u) << " | " << fmt(100 * g.rig, "%.3g") << " | "
+       << fmt(100 * g.stat, "%.3g") << " | " << fmt(g.alpha_k_max) << " | " << fmt(g.alpha_k_mean)
+       << " | " << fmt(g.alpha_chain_k) << " | " << fmt(g.alpha_ref_max) << "/"
+       << fmt(g.alpha_ref_mean) << " | " << fmt(g.alpha_p_mean) << " | " << fmt(g.alpha_chain_p)
+       << " | " << (g.flags.empty() ? "-" : flags_text(g.flags)) << " |\n";
+  os << "\n**The flag rule.** " << rule_text << "\n";
+  if (!skipped.empty()) {
+    os << "\nNot swept:\n\n";
+    for (const std::string& s : skipped) os << "- " << s << "\n";
+  }
+  return os.str();
+}
+
+std::vector<std::int64_t> default_ks() {
+  std::vector<std::int64_t> ks;
+  for (std::int64_t k = 16; k <= 65536; k *= 2) ks.push_back(k);
+  return ks;
+}
+
+}  // namespace
+
+CLI::App* add_subcommand(CLI::App& app, options& o) {
+  auto* c = app.add_subcommand(
+      "audit",
+      "Numerical-stability sweep (under mpirun): strategies x K x p x dtype x backend, every "
+      "element against the high-precision oracle; CSV, JSON, plots and a summary");
+  c->add_option("--out", o.out, "Directory for audit.csv, audit.json, the plots, the summary");
+  c->add_option("--strategy", o.strategies,
+                "Strategy or mutant to audit (repeatable; default: every single-layer kernel)");
+  c->add_option("--K", o.ks, "Contraction lengths (repeatable; default 16 32 64 … 65536)");
+  c->add_option("--p", o.ps, "Worker counts (repeatable; default: the divisors of the ranks)");
+  c->add_option("--dtype", o.dtypes, "Dtypes (repeatable; default: what each kernel declares)");
+  c->add_option("--backend", o.backends, "Backends (repeatable; default: native and mpi)");
+  c->add_option("--M", o.m, "Rows of X")->capture_default_str();
+  c->add_option("--N", o.n, "Output features")->capture_default_str();
+  c->add_option("--seed", o.seed, "Seed of the uniform values")->capture_default_str();
+  c->add_flag("--quiet", o.quiet, "No progress bar");
+  return c;
+}
+
+int run(const std::vector<const par::kernel*>& kernels, const finder& find, const options& o) {
+  par::comm world = par::comm::world();
+  const int ranks = world.size(), rank = world.rank();
+  if (o.m < 1 || o.n < 1 || o.m > 4096 || o.n > 4096)
+    throw usage_error("--M and --N must be between 1 and 4096 (the audit keeps them small)");
+  std::vector<std::int64_t> ks = o.ks.empty() ? default_ks() : o.ks;
+  for (std::int64_t k : ks)
+    if (k < 1 || k > (std::int64_t{1} << 20))
+      throw usage_error("--K " + std::to_string(k) + ": between 1 and 1048576");
+  std::sort(ks.begin(), ks.end());
+  ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+  std::vector<int> ps = o.ps;
+  if (ps.empty())
+    for (int p = 1; p <= ranks; ++p)
+      if (ranks % p == 0) ps.push_back(p);
+  for (int p : ps)
+    if (p < 1 || p > ranks)
+      throw usage_error("--p " + std::to_string(p) + ": between 1 and the " +
+                        std::to_string(ranks) + " ranks launched");
+  std::sort(ps.begin(), ps.end());
+  ps.erase(std::unique(ps.begin(), ps.end()), ps.end());
+  std::vector<par::backend> backends;
+  for (const std::string& b :
+       o.backends.empty() ? std::vector<std::string>{"native", "mpi"} : o.backends)
+    backends.push_back(par::parse_backend(b));
+  std::vector<dtype> only_dtypes;
+  for (const std::string& d : o.dtypes) only_dtypes.push_back(parse_dtype(d));
+  // The subjects: named ones (kernels or mutants), else every single-layer kernel.
+  std::vector<subject_entry> subjects;
+  std::vector<std::string> skipped;
+  std::set<std::string> seen;
+  std::string known;
+  std::set<std::string> kernel_names;
+  for (const par::kernel* k : kernels) {
+    if (k->name().rfind("collective.", 0) == 0) continue;
+    kernel_names.insert(k->name());
+    known += (known.empty() ? "" : ", ") + k->name();
+  }
+  if (!o.strategies.empty()) {
+    for (const std::string& n : o.strategies) {
+      const prop::subject* s = find(n);
+      if (s == nullptr || (kernel_names.count(n) == 0 && n.rfind("mutant.", 0) != 0))
+        throw usage_error("unknown strategy '" + n + "' (known: " + known + ")");
+      if (s->k->info().min_layers > 1)
+        throw usage_error(n + " takes at least " + std::to_string(s->k->info().min_layers) +
+                          " layers; the audit's oracle is a single layer's");
+      if (seen.insert(n).second) subjects.push_back({n, s});
+    }
+  } else {
+    for (const par::kernel* k : kernels) {
+      if (kernel_names.count(k->name()) == 0) continue;
+      if (k->info().min_layers > 1) {
+        skipped.push_back(k->name() + ": takes at least " + std::to_string(k->info().min_layers) +
+                          " layers (the oracle is a single layer's)");
+        continue;
+      }
+      subjects.push_back({k->name(), find(k->name())});
+    }
+  }
+  std::vector<dtype> all_types;
+  for (const auto& e : subjects)
+    for (dtype t : e.s->k->info().dtypes)
+      if ((only_dtypes.empty() ||
+           std::find(only_dtypes.begin(), only_dtypes.end(), t) != only_dtypes.end()) &&
+          std::find(all_types.begin(), all_types.end(), t) == all_types.end())
+        all_types.push_back(t);
+  if (!o.out.empty()) {
+    std::string bad;
+    if (rank == 0) {
+      std::error_code ec;
+      std::filesystem::create_directories(o.out, ec);
+      std::ofstream f(o.out + "/.audit_write_test");
+      if (ec || !f) bad = "--out: cannot write into " + o.out;
+      f.close();
+      std::filesystem::remove(o.out + "/.audit_write_test", ec);
+    }
+    int flag = bad.empty() ? 0 : 1;
+    MPI_Bcast(&flag, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (flag != 0) throw usage_error("--out: cannot write into " + o.out);
+  }
+  const std::int64_t limit = prop::default_memory_limit_here();
+  // Rank 0 holds the whole truth of the largest size: the inputs, and per output its reference,
+  // oracle and magnitude (8 + 8 + 8 bytes an element, at most), and the oracle multiplies in
+  // software: M·N·K products per output. At the default M = N = 8, K = 65536: 33 MiB and 2²² each.
+  {
+    const std::int64_t k = ks.back();
+    constexpr std::int64_t oracle_cap = std::int64_t{1} << 32;  // 1024 times the default sweep's
+    if (checked_mul(checked_mul(o.m, o.n, "oracle work"), k, "oracle work") > oracle_cap)
+      throw usage_error("audit: M·N·K = " + std::to_string(o.m) + "·" + std::to_string(o.n) + "·" +
+                        std::to_string(k) +
+                        " products per output is past the oracle's 2^32 (it multiplies in "
+                        "__float128, in software)");
+    const std::int64_t inputs = checked_add(checked_mul(o.m + o.n, k, "audit inputs"),
+                                            checked_mul(o.m, o.n, "audit inputs"), "audit inputs");
+    const std::int64_t outputs =
+        checked_add(checked_mul(o.m, o.n, "audit outputs"),
+                    checked_mul(o.m + o.n, k, "audit outputs"), "audit outputs");
+    const std::int64_t bytes = checked_add(checked_mul(inputs, 8, "audit bytes"),
+                                           checked_mul(outputs, 24, "audit bytes"), "audit bytes");
+    if (bytes > limit)
+      throw usage_error("audit: the whole truth at K=" + std::to_string(k) + " needs " +
+                        prop::human_bytes(bytes) + " on rank 0, above its memory limit of " +
+                        prop::human_bytes(limit));
+  }
+
+  // The cells, the same list on every rank: (dtype, K) outermost, so that the whole truth of one
+  // size is computed once and dropped before the next.
+  struct planned {
+    const subject_entry* e;
+    par::run_case c;
+  };
+  std::vector<std::vector<planned>> by_size;  // per (dtype, K)
+  std::vector<std::pair<dtype, std::int64_t>> sizes;
+  std::set<std::string> skip_seen;
+  const auto skip = [&](const std::string& why) {
+    if (skip_seen.insert(why).second) skipped.push_back(why);
+  };
+  for (dtype t : all_types)
+    for (std::int64_t K : ks) {
+      std::vector<planned> list;
+      for (const subject_entry& e : subjects) {
+        const par::kernel_info& info = e.s->k->info();
+        if (!info.supports(t)) continue;
+        // The whole truth is generated in f32 or f64; a storage dtype beyond them (bf16, fp16)
+        // is listed as not swept until values::whole_truth takes it.
+        if (t != dtype::f32 && t != dtype::f64) {
+          skip(e.name + " in " + std::string(to_string(t)) +
+               ": the audit's reference and oracle take f32 and f64 only");
+          continue;
+        }
+        for (int p : ps)
+          for (par::backend b : backends) {
+            if (!info.uses_collectives && b != backends.front()) continue;
+            par::run_case c;
+            c.strategy = e.name;
+            c.p = p;
+            c.prob.M = o.m;
+            c.prob.N = o.n;
+            c.prob.K = K;
+            c.prob.type = t;
+            c.prob.layout =
+                info.supports(weight_layout::out_in) ? weight_layout::out_in : info.layouts.front();
+            c.mode = value_mode::uniform;
+            c.seed = o.seed;
+            c.backend = b;
+            try {
+              if (!info.supports(value_mode::uniform))
+                throw invalid_problem("does not take uniform values");
+              // A mesh of stages over one layer: all p ranks data parallel when the kernel
+              // takes a dp factor (hybrid_mesh at p = 4: dp = 4, pp = tp = 1).
+              if (is_pipeline(*e.s->k))
+                for (const par::param_spec& ps : info.params)
+                  if (ps.name == "dp" && ps.divides_p && p <= ps.max) c.params["dp"] = p;
+              par::complete_and_validate(*e.s->k, c);
+              if (const auto dims = e.s->k->mesh_dims(c);
+                  is_pipeline(*e.s->k) && dims.size() == 3 && dims[1] > 1)
+                throw invalid_problem("its " + std::to_string(dims[1]) +
+                                      " stages need more than one layer");
+              prop::check_footprint(*e.s->k, c, limit);
+            } catch (const error& ex) {
+              skip(e.name + " at p=" + std::to_string(p) + ": " + ex.what());
+              continue;
+            }
+            list.push_back({&e, c});
+          }
+      }
+      sizes.emplace_back(t, K);
+      by_size.push_back(std::move(list));
+    }
+  std::size_t total = 0;
+  for (const auto& l : by_size) total += l.size();
+  std::vector<par::comm> subs;  // subs[p − 1]: ranks 0 … p − 1
+  for (int p = 1; p <= ranks; ++p) subs.push_back(world.split(rank < p ? 0 : -1, rank));
+
+  cli_tools::progress bar(rank == 0 && !o.quiet, static_cast<int>(total));
+  std::vector<cell> cells;
+  const double t0 = MPI_Wtime();
+  for (std::size_t si = 0; si < by_size.size(); ++si) {
+    const auto [t, K] = sizes[si];
+    if (by_size[si].empty()) continue;
+    // The leader's truth of this size: the reference's errors once, shared by every strategy.
+    std::optional<values::truth<float>> tf;
+    std::optional<values::truth<double>> td;
+    error_stats ref_err[3];
+    const double u = ref::unit_roundoff(t);
+    if (rank == 0) {
+      const par::run_case& c0 = by_size[si].front().c;
+      if (t == dtype::f32) {
+        tf = values::whole_truth<float>(c0);
+        for (int i = 0; i < 3; ++i)
+          ref_err[i] = measure(tf->out[i].reference, tf->out[i].oracle, tf->out[i].magnitude, u);
+      } else {
+        td = values::whole_truth<double>(c0);
+        for (int i = 0; i < 3; ++i)
+          ref_err[i] = measure(td->out[i].reference, td->out[i].oracle, td->out[i].magnitude, u);
+      }
+    }
+    for (const planned& pl : by_size[si]) {
+      const par::run_case& c = pl.c;
+      if (rank < c.p) {
+        values::gathered g;
+        std::string failure;
+        try {
+          g = values::run_and_gather(*pl.e->s, c, subs[static_cast<std::size_t>(c.p - 1)]);
+        } catch (const std::exception& ex) {
+          failure = ex.what();
+        }
+        if (rank == 0 && !failure.empty())
+          skip(pl.e->name + ": " + failure + " (" + c.to_string() + ")");
+        if (rank == 0 && failure.empty()) {
+          for (std::size_t i = 0; i < g.outputs.size() && i < 3; ++i) {
+            const values::gathered_tensor& gt = g.outputs[i];
+            const std::vector<double>& oracle = tf ? tf->out[i].oracle : td->out[i].oracle;
+            const std::vector<double>& mag = tf ? tf->out[i].magnitude : td->out[i].magnitude;
+            cell ce;
+            ce.strategy = pl.e->name;
+            ce.tensor = gt.name;
+            ce.backend = std::string(par::to_string(c.backend));
+            ce.replay = c.to_string();
+            ce.type = t;
+            ce.M = c.prob.M;
+            ce.N = c.prob.N;
+            ce.K = K;
+            ce.p = c.p;
+            const par::chain_lengths& ch = g.chains.front();
+            ce.k_par = i == 0 ? ch.y : i == 1 ? ch.dx : ch.dw;
+            ce.k_ref = tf ? tf->out[i].k_ref : td->out[i].k_ref;
+            ce.chains_claimed = g.chains_claimed;
+            ce.elements = static_cast<std::int64_t>(oracle.size());
+            ce.missing = gt.missing;
+            ce.conflicts = gt.conflicts;
+            ce.par = measure(gt.value, oracle, mag, u);
+            ce.ref = ref_err[i];
+            ce.par_share =
+                shares_of(ce.par.max, std::max<std::int64_t>(ce.k_par, 1), ce.elements, t);
+            ce.ref_share = shares_of(ce.ref.max, ce.k_ref, ce.elements, t);
+            cells.push_back(std::move(ce));
+          }
+        }
+      }
+      bar.step(c.strategy + " K=" + std::to_string(K) + " p=" + std::to_string(c.p) + " " +
+               std::string(to_string(t)) + " " + std::string(par::to_string(c.backend)));
+    }
+  }
+  bar.finish();
+  par::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "audit: barrier");
+  const double seconds = MPI_Wtime() - t0;
+  const json mpi = open_mpi_settings();
+  int status = 0;
+  if (rank == 0) {
+    const std::vector<group_summary> groups = summarize(cells);
+    json sweep = {{"M", o.m},          {"N", o.n},       {"K", ks},       {"p", ps},
+                  {"mode", "uniform"}, {"seed", o.seed}, {"ranks", ranks}};
+    json bj = json::array();
+    for (par::backend b : backends) bj.push_back(par::to_string(b));
+    sweep["backends"] = bj;
+    json tj = json::array();
+    for (dtype t : all_types) tj.push_back(to_string(t));
+    sweep["dtypes"] = tj;
+    json sj = json::array();
+    for (const auto& e : subjects) sj.push_back(e.name);
+    sweep["strategies"] = sj;
+    std::printf(
+        "shardcheck audit: %d ranks, %zu cells (strategy x K x p x dtype x backend), "
+        "%zu tensor measurements in %.1f s\n",
+        ranks, total, cells.size(), seconds);
+    std::printf("%-28s %-3s %-4s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", "strategy", "out", "type",
+                "max err", "mean err", "ref max", "rig%", "stat%", "aK", "aK ch", "aK ref",
+                "flags");
+    for (const group_summary& g : groups)
+      std::printf("%-28s %-3s %-4s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", g.strategy.c_str(),
+                  g.tensor.c_str(), std::string(to_string(g.type)).c_str(), fmt(g.max_u).c_str(),
+                  fmt(g.mean_u).c_str(), fmt(g.ref_max_u).c_str(), fmt(100 * g.rig, "%.3g").c_str(),
+                  fmt(100 * g.stat, "%.3g").c_str(), fmt(g.alpha_k_mean).c_str(),
+                  fmt(g.alpha_chain_k).c_str(), fmt(g.alpha_ref_mean).c_str(),
+                  g.flags.empty() ? "-" : flags_text(g.flags).c_str());
+    for (const std::string& s : skipped) std::printf("skipped %s\n", s.c_str());
+    if (!o.out.empty()) {
+      namespace fs = std::filesystem;
+      const fs::path dir(o.out);
+      std::vector<std::string> names;
+      for (const auto& e : subjects) names.push_back(e.name);
+      const std::vector<std::string> plots = plot(dir, cells, names);
+      json out;
+      out["command"] = "audit";
+      out["sweep"] = sweep;
+      out["open_mpi"] = mpi;
+      out["seconds"] = seconds;
+      out["rule"] = rule_text;
+      out["growth_slack"] = growth_slack;
+      out["false_alarm_target"] = false_alarm_target;
+      json gs = json::array();
+      for (const group_summary& g : groups)
+        gs.push_back({{"strategy", g.strategy},
+                      {"tensor", g.tensor},
+                      {"dtype", to_string(g.type)},
+                      {"max_err_u_mag", num(g.max_u)},
+                      {"mean_err_u_mag", num(g.mean_u)},
+                      {"reference_max_err_u_mag", num(g.ref_max_u)},
+                      {"reference_mean_err_u_mag", num(g.ref_mean_u)},
+                      {"rigorous_share", num(g.rig)},
+                      {"statistical_share", num(g.stat)},
+                      {"alpha_K_max", num(g.alpha_k_max)},
+                      {"alpha_K_mean", num(g.alpha_k_mean)},
+                      {"alpha_K_chain", num(g.alpha_chain_k)},
+                      {"alpha_K_reference_max", num(g.alpha_ref_max)},
+                      {"alpha_K_reference_mean", num(g.alpha_ref_mean)},
+                      {"alpha_p_max", num(g.alpha_p_max)},
+                      {"alpha_p_mean", num(g.alpha_p_mean)},
+                      {"alpha_p_chain", num(g.alpha_chain_p)},
+                      {"series", g.series},
+                      {"flags", g.flags},
+                      {"flagged", !g.flags.empty()}});
+      out["summary"] = gs;
+      json cj = json::array();
+      for (const cell& c : cells) cj.push_back(cell_json(c));
+      out["cells"] = cj;
+      out["skipped"] = skipped;
+      out["plots"] = plots;
+      std::ofstream(dir / "audit.json") << out.dump(2) << "\n";
+      std::ofstream(dir / "audit.csv") << csv_of(cells);
+      std::ofstream(dir / "audit_summary.md")
+          << summary_md(groups, sweep, mpi, skipped, cells.size(), seconds);
+      if (plots.empty())
+        std::printf(
+            "plots not written: gnuplot was not found or failed (apt-get install "
+            "gnuplot-nox)\n");
+      std::printf("wrote %s/audit.csv, audit.json, audit_summary.md and %zu plots\n", o.out.c_str(),
+                  plots.size());
+    }
+    for (const group_summary& g : groups)
+      if (!g.flags.empty()) {
+        std::printf("FLAGGED %s: %s %s %s\n", g.strategy.c_str(), g.tensor.c_str(),
+                    std::string(to_string(g.type)).c_str(), flags_text(g.flags).c_str());
+        status = 1;
+      }
+    std::fflush(stdout);
+  }
+  par::check_mpi(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD), "audit: status");
+  return status;
+}
+
+}  // namespace shardcheck::audit
