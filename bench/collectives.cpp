@@ -1,26 +1,32 @@
 // Collectives in the style of nccl-tests: per collective, sizes 8 B to 64 MiB, Open MPI's built-ins
-// (`mpi`) beside shardcheck's own (`native`), in one run so the two meet the same machine state.
+// (`mpi`) beside shardcheck's own (`native`), alternated repetition by repetition so that drift in
+// the machine's load cannot favour one: repetition r runs mpi then native when r is even, native
+// then mpi when odd. One line per collective and size:
 //
-//   name        <collective>/<backend>/<bytes>    bytes as nccl-tests counts them: the whole
-//               buffer (all-reduce, broadcast: n; all-gather, all-to-all: the receive buffer;
-//               reduce-scatter: the send buffer)
-//   time        slowest rank per iteration (MPI_Allreduce MAX of MPI_Wtime spans), manual time
-//   algbw_GBps  bytes / time
-//   busbw_GBps  algbw × 2(p−1)/p (all-reduce), × (p−1)/p (all-gather, reduce-scatter, all-to-all),
-//               × 1 (broadcast): the bandwidth each link carries, comparable across p
-//   #wrong      elements differing from the exact result, over all ranks, checked once before
-//   timing
+//   bytes       as nccl-tests counts them: the whole buffer (all-reduce, broadcast: n;
+//               all-gather, all-to-all: the receive buffer; reduce-scatter: the send buffer)
+//   mpi_us      median over repetitions of the seconds per call (each call starts at a barrier;
+//   native_us   its time is the slowest rank's), in µs
+//   *_busbw     bytes / time × 2(p−1)/p (all-reduce), × (p−1)/p (all-gather, reduce-scatter,
+//               all-to-all), × 1 (broadcast): GB/s each link carries, comparable across p
+//   ratio       native busbw / mpi busbw (mpi_us / native_us); ≥ 1: native as fast or faster
+//   #wrong      elements differing from the exact result, both backends, all ranks, checked once
 //
-// Every rank runs identical iteration counts (fixed Iterations; 3 repetitions, medians reported,
-// unless --benchmark_repetitions / --benchmark_report_aggregates_only say otherwise: every rank
-// gets the same command line); only rank 0 prints.
-// Run: mpirun -n 2 build/bench/shardcheck_bench_collectives
-#include <benchmark/benchmark.h>
+// Every rank runs identical iteration counts (256 MiB / bytes, clamped to [5, 1000], per
+// repetition); only rank 0 prints.
+// Run: mpirun -n 2 --bind-to core build/bench/shardcheck_bench_collectives
+//        [--repetitions N (5)] [--collective all_reduce|all_gather|reduce_scatter|broadcast|
+//        all_to_all] [--min-bytes B] [--max-bytes B]
+// Exit codes: 0 done, 2 bad usage.
 #include <mpi.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -130,35 +136,87 @@ void run(collective kind, buffers& b, comm& c) {
   }
 }
 
-void bench_collective(benchmark::State& state, collective_spec spec, comm* c, std::int64_t bytes) {
-  const std::int64_t total = std::max<std::int64_t>(bytes / std::int64_t{sizeof(elem)}, 1);
-  buffers b = make_buffers(spec.kind, total, *c);
-  reset(spec.kind, b, *c);
-  run(spec.kind, b, *c);
-  long long wrong = 0;
-  for (std::size_t i = 0; i < b.expected.size(); ++i) wrong += b.out[i] != b.expected[i] ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, c->native_handle());
-  double elapsed = 0;
-  for (auto _ : state) {
-    MPI_Barrier(c->native_handle());
-    const double t0 = MPI_Wtime();
-    run(spec.kind, b, *c);
-    double t = MPI_Wtime() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, c->native_handle());
-    state.SetIterationTime(t);
-    elapsed += t;
-  }
-  const double algbw = elapsed > 0 ? static_cast<double>(bytes) *
-                                         static_cast<double>(state.iterations()) / elapsed / 1e9
-                                   : 0.0;
-  state.counters["algbw_GBps"] = algbw;
-  state.counters["busbw_GBps"] = algbw * spec.bus_factor(c->size());
-  state.counters["#wrong"] = static_cast<double>(wrong);
+// Identical on every rank: depends on the size only.
+std::int64_t iterations_for(std::int64_t bytes) {
+  return std::clamp<std::int64_t>((std::int64_t{256} << 20) / bytes, 5, 1000);
 }
 
-// Identical on every rank: depends on the size only.
-benchmark::IterationCount iterations_for(std::int64_t bytes) {
-  return std::clamp<std::int64_t>((std::int64_t{256} << 20) / bytes, 5, 1000);
+// Seconds per call on the slowest rank, over `iterations` calls each started at a barrier.
+// \note collective over c.
+double time_calls(collective kind, buffers& b, comm& c, std::int64_t iterations) {
+  double elapsed = 0;
+  for (std::int64_t i = 0; i < iterations; ++i) {
+    shardcheck::par::check_mpi(MPI_Barrier(c.native_handle()), "MPI_Barrier");
+    const double t0 = MPI_Wtime();
+    run(kind, b, c);
+    double t = MPI_Wtime() - t0;
+    shardcheck::par::check_mpi(
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, c.native_handle()),
+        "MPI_Allreduce");
+    elapsed += t;
+  }
+  return elapsed / static_cast<double>(iterations);
+}
+
+// Elements differing from the exact result after one call, over all ranks.
+long long wrong_after_one_call(collective kind, buffers& b, comm& c) {
+  reset(kind, b, c);
+  run(kind, b, c);
+  long long wrong = 0;
+  for (std::size_t i = 0; i < b.expected.size(); ++i) wrong += b.out[i] != b.expected[i] ? 1 : 0;
+  shardcheck::par::check_mpi(
+      MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, c.native_handle()),
+      "MPI_Allreduce");
+  return wrong;
+}
+
+struct options {
+  int repetitions = 5;
+  std::string only;  // a collective's name, or empty: all
+  std::int64_t min_bytes = 8, max_bytes = std::int64_t{64} << 20;
+};
+
+[[noreturn]] void usage(int rank, const std::string& why) {
+  if (rank == 0)
+    std::fprintf(stderr,
+                 "shardcheck_bench_collectives: %s\n"
+                 "usage: shardcheck_bench_collectives [--repetitions N] [--collective NAME]\n"
+                 "       [--min-bytes B] [--max-bytes B]\n",
+                 why.c_str());
+  MPI_Finalize();
+  std::exit(2);
+}
+
+options parse(int argc, char** argv, int rank) {
+  options o;
+  const auto number = [&](int& i, std::int64_t lo, std::int64_t hi) {
+    if (i + 1 >= argc) usage(rank, std::string(argv[i]) + " needs a value");
+    const std::string v = argv[++i];
+    std::int64_t x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || end != v.data() + v.size() || x < lo || x > hi)
+      usage(rank, std::string(argv[i - 1]) + " " + v + ": expected an integer in [" +
+                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--repetitions")
+      o.repetitions = static_cast<int>(number(i, 1, 1000));
+    else if (a == "--min-bytes")
+      o.min_bytes = number(i, 4, std::int64_t{1} << 30);
+    else if (a == "--max-bytes")
+      o.max_bytes = number(i, 4, std::int64_t{1} << 30);
+    else if (a == "--collective") {
+      if (i + 1 >= argc) usage(rank, "--collective needs a value");
+      o.only = argv[++i];
+      if (o.only != "all_reduce" && o.only != "all_gather" && o.only != "reduce_scatter" &&
+          o.only != "broadcast" && o.only != "all_to_all")
+        usage(rank, "--collective " + o.only + ": not a benchmarked collective");
+    } else
+      usage(rank, "unknown argument '" + std::string(a) + "'");
+  }
+  return o;
 }
 
 }  // namespace
@@ -167,6 +225,7 @@ int main(int argc, char** argv) {
   shardcheck::par::environment env(argc, argv);
   {
     comm world = comm::world();
+    const options o = parse(argc, argv, world.rank());
     // One communicator per backend, each over its own duplicate of the world.
     const auto over = [](backend b) {
       MPI_Comm dup = MPI_COMM_NULL;
@@ -175,39 +234,47 @@ int main(int argc, char** argv) {
     };
     comm on_mpi = over(backend::mpi);
     comm on_native = over(backend::native);
-    const std::pair<backend, comm*> backends[] = {{backend::mpi, &on_mpi},
-                                                  {backend::native, &on_native}};
     std::vector<std::int64_t> sizes;
     for (std::int64_t s = 8; s <= (std::int64_t{64} << 20); s *= 4) sizes.push_back(s);
     sizes.push_back(std::int64_t{64} << 20);
+    const bool root = world.rank() == 0;
+    if (root)
+      std::printf("%-15s %10s %6s %12s %12s %10s %10s %7s %7s\n", "collective", "bytes", "iters",
+                  "mpi_us", "native_us", "mpi_busbw", "nat_busbw", "ratio", "#wrong");
     for (collective kind :
          {collective::all_reduce, collective::all_gather, collective::reduce_scatter,
-          collective::broadcast, collective::all_to_all})
-      for (std::int64_t bytes : sizes)
-        for (const auto& [b, c] : backends) {
-          const std::string name = std::string(shardcheck::par::to_string(kind)) + "/" +
-                                   std::string(shardcheck::par::to_string(b)) + "/" +
-                                   std::to_string(bytes);
-          benchmark::RegisterBenchmark(name.c_str(), bench_collective, collective_spec{kind}, c,
-                                       bytes)
-              ->UseManualTime()
-              ->Unit(benchmark::kMicrosecond)
-              ->Iterations(iterations_for(bytes));
-        }
-    // Defaults first, so that the same flags given on the command line win.
-    std::string repetitions = "--benchmark_repetitions=3";
-    std::string aggregates = "--benchmark_report_aggregates_only=true";
-    std::vector<char*> args(argv, argv + argc);
-    args.insert(args.begin() + 1, {repetitions.data(), aggregates.data()});
-    int count = static_cast<int>(args.size());
-    benchmark::Initialize(&count, args.data());
-    if (world.rank() == 0) {
-      benchmark::RunSpecifiedBenchmarks();
-    } else {
-      shardcheck::bench::silent_reporter quiet;
-      benchmark::RunSpecifiedBenchmarks(&quiet);
+          collective::broadcast, collective::all_to_all}) {
+      const std::string name(shardcheck::par::to_string(kind));
+      if (!o.only.empty() && o.only != name) continue;
+      for (std::int64_t bytes : sizes) {
+        if (bytes < o.min_bytes || bytes > o.max_bytes) continue;
+        const std::int64_t total = std::max<std::int64_t>(bytes / std::int64_t{sizeof(elem)}, 1);
+        buffers on[2] = {make_buffers(kind, total, on_mpi), make_buffers(kind, total, on_native)};
+        comm* comms[2] = {&on_mpi, &on_native};
+        const long long wrong = wrong_after_one_call(kind, on[0], on_mpi) +
+                                wrong_after_one_call(kind, on[1], on_native);
+        const std::int64_t iterations = iterations_for(bytes);
+        std::vector<double> seconds[2];
+        // Repetition r runs mpi then native when r is even, native then mpi when odd.
+        for (int r = 0; r < o.repetitions; ++r)
+          for (int turn = 0; turn < 2; ++turn) {
+            const int b = (turn + r) % 2;
+            seconds[b].push_back(time_calls(kind, on[b], *comms[b], iterations));
+          }
+        if (!root) continue;
+        const double t_mpi = shardcheck::bench::median(seconds[0]),
+                     t_native = shardcheck::bench::median(seconds[1]);
+        const double f = collective_spec{kind}.bus_factor(world.size());
+        const auto busbw = [&](double t) {
+          return t > 0 ? static_cast<double>(bytes) / t / 1e9 * f : 0.0;
+        };
+        std::printf("%-15s %10lld %6lld %12.1f %12.1f %10.3f %10.3f %7.2f %7lld\n", name.c_str(),
+                    static_cast<long long>(bytes), static_cast<long long>(iterations), t_mpi * 1e6,
+                    t_native * 1e6, busbw(t_mpi), busbw(t_native),
+                    t_native > 0 ? t_mpi / t_native : 0.0, wrong);
+        std::fflush(stdout);
+      }
     }
-    benchmark::Shutdown();
   }
   return 0;
 }

@@ -22,7 +22,11 @@
 //   peak_bytes           peak memory one forward allocates above its inputs, from the memory
 //                        meter (the largest over ranks).
 //   ideal_speedup_ratio  (reference time / strategy time) / p; 1 is a perfect p-fold speedup.
-//                        Only when reference/<shape> ran earlier in the same process.
+//                        Only when reference/<shape> ran earlier in the same process, or with
+//                        --shardcheck_side_by_side: then every repetition of a strategy first
+//                        times as many iterations of the reference (reference_ms) and the ratio
+//                        is that repetition's, so reference and strategy alternate within the
+//                        run (the median over repetitions is reported). It doubles the run time.
 //
 // Memory: strategies allocate their outputs on every call, and glibc serves blocks of 32 MiB and
 // more with fresh mmap()s, so every iteration would first-touch (page-fault) its output again. In
@@ -333,55 +337,69 @@ struct strategy_setup {
       : c(std::move(rc)), grid(world, std::move(dims), par::stack_options{c.backend, {}}) {}
 };
 
+// The reference's inputs for sh, on rank 0 (the other ranks hold nothing), checked once.
+[[nodiscard]] std::unique_ptr<reference_setup> make_reference(const shape& sh) {
+  auto out = std::make_unique<reference_setup>();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return out;
+  const sc::problem p = problem_of(sh);
+  const auto m = static_cast<std::size_t>(p.M), n = static_cast<std::size_t>(p.N),
+             k = static_cast<std::size_t>(p.K);
+  const ref::stack_shape stack_shape{p.layout, p.widths(), p.act};
+  reference_setup& r = *out;
+  r.x = generate(ref::tensor_id::x, {0, p.M, 0, p.K});
+  r.ws = stack_weights(p);
+  for (const matrix& w : r.ws) r.w_ptrs.push_back(w.data.data());
+  r.y = matrix(m, n);
+  std::string bad;
+  if (p.layers() > 1) {
+    ref::stack_forward<double>(stack_shape, m, r.x.data.data(), r.w_ptrs, r.y.data.data(), nullptr);
+    const ref::stack_chains rc = ref::reference_chains(stack_shape, p.M);
+    std::vector<par::chain_lengths> chains;
+    for (std::size_t l = 0; l < stack_shape.layers(); ++l)
+      chains.push_back({rc.h[l], rc.da[l], rc.dw[l]});
+    bad = check_stack_y(p, {0, p.M, 0, p.N}, r.y, chains);
+  } else {
+    ref::linear_forward<double>(p.layout, m, n, k, r.x.data.data(), r.w_ptrs.front(),
+                                r.y.data.data());
+    bad = check_y(p, {0, p.M, 0, p.N}, r.y, p.K);
+  }
+  if (!bad.empty()) abort_job("reference/" + sh.name + ": the reference is wrong: " + bad);
+  return out;
+}
+
+// One reference forward on rank 0 (the others return at once).
+void run_reference(reference_setup& r, const shape& sh) {
+  if (r.x.data.empty() && r.ws.empty()) return;  // not rank 0
+  const sc::problem p = problem_of(sh);
+  const auto m = static_cast<std::size_t>(p.M), n = static_cast<std::size_t>(p.N),
+             k = static_cast<std::size_t>(p.K);
+  if (p.layers() > 1)
+    ref::stack_forward<double>({p.layout, p.widths(), p.act}, m, r.x.data.data(), r.w_ptrs,
+                               r.y.data.data(), nullptr);
+  else
+    ref::linear_forward<double>(p.layout, m, n, k, r.x.data.data(), r.w_ptrs.front(),
+                                r.y.data.data());
+}
+
+// --shardcheck_side_by_side: every strategy repetition first times as many reference iterations
+// (rank 0, the slowest-rank clock as for the strategy), so that each repetition's ratio compares
+// the two a few seconds apart.
+bool side_by_side = false;
+
 class bench_state {
  public:
   bench_state() : world_(par::comm::world()) {}
 
   void reference(benchmark::State& state, const shape& sh) {
-    const sc::problem p = problem_of(sh);
-    const auto m = static_cast<std::size_t>(p.M), n = static_cast<std::size_t>(p.N),
-               k = static_cast<std::size_t>(p.K);
-    const bool root = world_.rank() == 0;
-    const bool stack = p.layers() > 1;
-    const ref::stack_shape stack_shape{p.layout, p.widths(), p.act};
     const std::string key = "reference/" + sh.name;
     if (key_ != key) {
       reset();
       key_ = key;
-      ref_ = std::make_unique<reference_setup>();
-      if (root) {
-        reference_setup& r = *ref_;
-        r.x = generate(ref::tensor_id::x, {0, p.M, 0, p.K});
-        r.ws = stack_weights(p);
-        for (const matrix& w : r.ws) r.w_ptrs.push_back(w.data.data());
-        r.y = matrix(m, n);
-        std::string bad;
-        if (stack) {
-          ref::stack_forward<double>(stack_shape, m, r.x.data.data(), r.w_ptrs, r.y.data.data(),
-                                     nullptr);
-          const ref::stack_chains rc = ref::reference_chains(stack_shape, p.M);
-          std::vector<par::chain_lengths> chains;
-          for (std::size_t l = 0; l < stack_shape.layers(); ++l)
-            chains.push_back({rc.h[l], rc.da[l], rc.dw[l]});
-          bad = check_stack_y(p, {0, p.M, 0, p.N}, r.y, chains);
-        } else {
-          ref::linear_forward<double>(p.layout, m, n, k, r.x.data.data(), r.w_ptrs.front(),
-                                      r.y.data.data());
-          bad = check_y(p, {0, p.M, 0, p.N}, r.y, p.K);
-        }
-        if (!bad.empty()) abort_job(key + ": the reference is wrong: " + bad);
-      }
+      ref_ = make_reference(sh);
     }
-    reference_setup& r = *ref_;
-    const double total = timed_loop(state, [&] {
-                           if (!root) return;
-                           if (stack)
-                             ref::stack_forward<double>(stack_shape, m, r.x.data.data(), r.w_ptrs,
-                                                        r.y.data.data(), nullptr);
-                           else
-                             ref::linear_forward<double>(p.layout, m, n, k, r.x.data.data(),
-                                                         r.w_ptrs.front(), r.y.data.data());
-                         }).first;
+    const double total = timed_loop(state, [&] { run_reference(*ref_, sh); }).first;
     const double per_iteration = total / static_cast<double>(state.iterations());
     reference_seconds[sh.name].push_back(per_iteration);
     state.counters["GFLOP/s"] = flops(sh) / per_iteration / 1e9;
@@ -398,6 +416,22 @@ class bench_state {
     par::context ctx{st.grid};
     st.grid.attach(&st.log, false);  // the fingerprint check is verification, not the kernel
     const par::forward_io io{st.x, st.ws, st.y};
+    double reference_total = 0;
+    if (side_by_side) {
+      if (side_key_ != sh.name) {
+        side_ref_.reset();
+        side_ref_ = make_reference(sh);
+        side_key_ = sh.name;
+      }
+      for (benchmark::IterationCount i = 0; i < state.max_iterations; ++i) {
+        par::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier (benchmark timing)");
+        const double t0 = MPI_Wtime();
+        run_reference(*side_ref_, sh);
+        double t = MPI_Wtime() - t0;
+        all_reduce_max(&t, 1);
+        reference_total += t;
+      }
+    }
     const auto [total, in_collectives] = timed_loop(state, [&] {
       st.log.clear();
       s.forward(ctx, st.c, io);
@@ -411,9 +445,15 @@ class bench_state {
     };
     state.counters["bytes_moved"] = bytes(st.bytes_moved);
     state.counters["peak_bytes"] = bytes(st.peak_bytes);
-    if (const auto it = reference_seconds.find(sh.name); it != reference_seconds.end())
+    if (side_by_side) {
+      const double reference = reference_total / static_cast<double>(state.max_iterations);
+      state.counters["reference_ms"] = reference * 1e3;
+      state.counters["ideal_speedup_ratio"] =
+          reference / per_iteration / static_cast<double>(world_.size());
+    } else if (const auto it = reference_seconds.find(sh.name); it != reference_seconds.end()) {
       state.counters["ideal_speedup_ratio"] =
           sc::bench::median(it->second) / per_iteration / static_cast<double>(world_.size());
+    }
   }
 
   [[nodiscard]] const par::comm& world() const { return world_; }
@@ -423,6 +463,11 @@ class bench_state {
     ref_.reset();
     strat_.reset();
     key_.clear();
+  }
+  void reset_all() {
+    reset();
+    side_ref_.reset();
+    side_key_.clear();
   }
 
  private:
@@ -467,6 +512,8 @@ class bench_state {
   std::string key_;
   std::unique_ptr<reference_setup> ref_;
   std::unique_ptr<strategy_setup> strat_;
+  std::string side_key_;                       // the shape side_ref_ holds
+  std::unique_ptr<reference_setup> side_ref_;  // --shardcheck_side_by_side's reference
 };
 
 // Rank 0's reporters print; every other rank reports through this one.
@@ -484,8 +531,10 @@ class silent_reporter : public benchmark::BenchmarkReporter {
 
 int main(int argc, char** argv) {
   bool cold_pages = false;
-  for (int i = 1; i < argc; ++i)
+  for (int i = 1; i < argc; ++i) {
     cold_pages = cold_pages || std::string_view(argv[i]) == "--shardcheck_cold_pages";
+    side_by_side = side_by_side || std::string_view(argv[i]) == "--shardcheck_side_by_side";
+  }
   if (!cold_pages) {
     sc::bench::keep_freed_memory();
   }
@@ -509,7 +558,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (a == "--benchmark_list_tests" || a == "--benchmark_list_tests=true") listing = true;
-    if (a == "--shardcheck_cold_pages") continue;
+    if (a == "--shardcheck_cold_pages" || a == "--shardcheck_side_by_side") continue;
     if (rank != 0 &&
         (starts_with(a, "--benchmark_out=") || starts_with(a, "--benchmark_out_format=")))
       continue;
@@ -577,7 +626,7 @@ int main(int argc, char** argv) {
     silent_reporter silent;
     benchmark::RunSpecifiedBenchmarks(&silent);
   }
-  bench.reset();
+  bench.reset_all();
   benchmark::Shutdown();
   return 0;
 }

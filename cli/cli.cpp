@@ -904,7 +904,7 @@ void check_case_timeout(double seconds) {
 }
 
 int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen, replay_plan& plan,
-                const verify_options& o, unsigned mask, std::optional<par::backend> forced,
+                const verify_options& o, unsigned mask, std::optional<par::backend_spec> forced,
                 const std::map<std::string, std::int64_t>& pinned, std::int64_t limit,
                 const std::string& program);
 
@@ -930,8 +930,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   check_distinct_files(o);
   check_case_timeout(o.case_timeout);
   const unsigned mask = prop::parse_properties(o.properties);
-  std::optional<par::backend> forced;
-  if (!o.backend.empty()) forced = par::parse_backend(o.backend);
+  std::optional<par::backend_spec> forced;
+  if (!o.backend.empty()) forced = par::parse_backend_spec(o.backend);
   const auto chosen = chosen_strategies(cat, o, forced.has_value());
   par::comm world = par::comm::world();
   const std::int64_t limit = o.memory_limit_text.empty()
@@ -1010,7 +1010,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
 }
 
 int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen, replay_plan& plan,
-                const verify_options& o, unsigned mask, std::optional<par::backend> forced,
+                const verify_options& o, unsigned mask, std::optional<par::backend_spec> forced,
                 const std::map<std::string, std::int64_t>& pinned, std::int64_t limit,
                 const std::string& program) {
   int status = 0;
@@ -1133,7 +1133,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
                      "--replay-file)");
   auto* backend_opt = verify->add_option("--backend", vo.backend,
                                          "Run every case's collectives on this backend: mpi or "
-                                         "native (default: drawn per case)");
+                                         "native, native:all_reduce=tree for the tree all-reduce "
+                                         "(default: drawn per case)");
   // A replay line is the whole case: what would change it, or pick cases, is refused beside it
   // rather than ignored. A replay file's lines pick their kernels from --strategy.
   for (CLI::Option* o : {cases_opt, seed_opt, p_opt, param_opt, backend_opt}) {
@@ -1255,7 +1256,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
       par::run_case c = default_case(cat.need(ex_name), ex_p, ex_m, ex_n, ex_k);
       c.prob.type = parse_dtype(ex_dtype);
       c.prob.layout = parse_weight_layout(ex_layout);
-      c.backend = par::parse_backend(ex_backend);
+      c.backend = par::parse_backend_spec(ex_backend);
       if (!ex_hidden.empty()) c.prob.hidden = par::partition::parse(ex_hidden).sizes();
       c.prob.act = parse_activation(ex_act);
       for (const auto& kv : ex_parts) {

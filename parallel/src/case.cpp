@@ -93,7 +93,7 @@ run_case run_case::parse(std::string_view line) {
     } else if (key == "seed") {
       c.seed = parse_int<std::uint64_t>(key, value);
     } else if (key == "backend") {
-      c.backend = parse_backend(value);
+      c.backend = parse_backend_spec(value);
     } else if (key.starts_with("part.") && key.size() > 5) {
       c.parts.emplace(key.substr(5), partition::parse(value));
     } else {

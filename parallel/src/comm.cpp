@@ -177,8 +177,9 @@ ledger_entry entry_of(const call& c, int rank, int size, traffic t) {
   return e;
 }
 
-std::unique_ptr<collectives> make_collectives(backend b, const comm_handle& h) {
-  return b == backend::native ? make_native_collectives(h) : make_mpi_collectives(h);
+std::unique_ptr<collectives> make_collectives(const backend_spec& b, const comm_handle& h) {
+  return b.kind == backend::native ? make_native_collectives(h, b.algorithms)
+                                   : make_mpi_collectives(h);
 }
 
 // ---- comm -----------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ std::string_view to_string(algorithm a) {
     case algorithm::binomial_tree: return "binomial_tree";
     case algorithm::chain: return "chain";
     case algorithm::pairwise: return "pairwise";
+    case algorithm::tree: return "tree";
   }
   return "?";
 }
@@ -70,6 +71,86 @@ backend parse_backend(std::string_view s) {
   if (s == "mpi") return backend::mpi;
   if (s == "native") return backend::native;
   throw invalid_problem("backend '" + std::string(s) + "' (expected mpi or native)");
+}
+
+void algorithm_choice::set(collective kind, algorithm a) {
+  const bool ok =
+      (kind == collective::all_reduce && (a == algorithm::ring || a == algorithm::tree)) ||
+      (kind == collective::broadcast && (a == algorithm::binomial_tree || a == algorithm::chain));
+  if (!ok)
+    throw invalid_problem("algorithm " + std::string(par::to_string(a)) + " for " +
+                          std::string(par::to_string(kind)) +
+                          " (the native backend chooses all_reduce=ring|tree, "
+                          "broadcast=binomial_tree|chain)");
+  chosen_[static_cast<std::size_t>(kind)] = a;
+}
+
+algorithm algorithm_choice::of(collective kind) const {
+  return chosen_[static_cast<std::size_t>(kind)];
+}
+
+bool algorithm_choice::empty() const {
+  return std::all_of(chosen_.begin(), chosen_.end(),
+                     [](algorithm a) { return a == algorithm::builtin; });
+}
+
+std::string algorithm_choice::to_string() const {
+  std::string out;
+  for (std::size_t k = 0; k < chosen_.size(); ++k) {
+    if (chosen_[k] == algorithm::builtin) continue;
+    if (!out.empty()) out += ',';
+    out += par::to_string(static_cast<collective>(k));
+    out += '=';
+    out += par::to_string(chosen_[k]);
+  }
+  return out;
+}
+
+algorithm_choice algorithm_choice::parse(std::string_view s) {
+  algorithm_choice c;
+  while (!s.empty()) {
+    const std::size_t comma = s.find(',');
+    const std::string_view item = s.substr(0, comma);
+    s = comma == std::string_view::npos ? std::string_view{} : s.substr(comma + 1);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      throw invalid_problem("algorithm choice '" + std::string(item) +
+                            "' (expected collective=algorithm, e.g. all_reduce=tree)");
+    const std::string_view kind = item.substr(0, eq), name = item.substr(eq + 1);
+    std::size_t k = 0;
+    while (k < c.chosen_.size() && par::to_string(static_cast<collective>(k)) != kind) ++k;
+    if (k == c.chosen_.size())
+      throw invalid_problem("algorithm choice '" + std::string(item) + "': no collective '" +
+                            std::string(kind) + "'");
+    int a = 0;
+    const int algorithms = static_cast<int>(algorithm::tree) + 1;
+    while (a < algorithms && par::to_string(static_cast<algorithm>(a)) != name) ++a;
+    if (a == algorithms)
+      throw invalid_problem("algorithm choice '" + std::string(item) + "': no algorithm '" +
+                            std::string(name) + "'");
+    c.set(static_cast<collective>(k), static_cast<algorithm>(a));
+  }
+  return c;
+}
+
+backend_spec parse_backend_spec(std::string_view s) {
+  const std::size_t colon = s.find(':');
+  backend_spec b(parse_backend(s.substr(0, colon)));
+  if (colon == std::string_view::npos) return b;
+  if (b.kind != backend::native)
+    throw invalid_problem("backend '" + std::string(s) + "': only native takes algorithm choices");
+  b.algorithms = algorithm_choice::parse(s.substr(colon + 1));
+  if (b.algorithms.empty())
+    throw invalid_problem("backend '" + std::string(s) + "': no algorithm after ':'");
+  return b;
+}
+
+std::string to_string(const backend_spec& b) {
+  std::string out(to_string(b.kind));
+  if (b.algorithms.empty()) return out;
+  out += ':';
+  out += b.algorithms.to_string();
+  return out;
 }
 
 namespace {
@@ -85,21 +166,24 @@ std::int64_t ceil_log2(int p) {
 int mod(int a, int p) { return ((a % p) + p) % p; }
 }  // namespace
 
-algorithm algorithm_of(backend b, collective kind, int p, std::int64_t count) {
-  if (b == backend::mpi) return algorithm::builtin;
+algorithm algorithm_of(const backend_spec& b, collective kind, int p, std::int64_t count) {
+  if (b.kind == backend::mpi) return algorithm::builtin;
+  if (const algorithm chosen = b.algorithms.of(kind); chosen != algorithm::builtin) return chosen;
   switch (kind) {
     case collective::all_reduce:
       return count <= max_recursive_doubling || p == 1 ? algorithm::recursive_doubling
                                                        : algorithm::ring;
     case collective::broadcast:
-      return count > min_chain ? algorithm::chain : algorithm::binomial_tree;
+      // p = 2: one link, which a single message uses best.
+      return count > min_chain && p > 2 ? algorithm::chain : algorithm::binomial_tree;
     case collective::all_to_all: return algorithm::pairwise;
     default: return algorithm::ring;
   }
 }
 
-std::int64_t reduction_depth(backend b, collective kind, int p, std::int64_t count) {
-  return algorithm_of(b, kind, p, count) == algorithm::recursive_doubling ? ceil_log2(p) : p - 1;
+std::int64_t reduction_depth(const backend_spec& b, collective kind, int p, std::int64_t count) {
+  const algorithm a = algorithm_of(b, kind, p, count);
+  return a == algorithm::recursive_doubling || a == algorithm::tree ? ceil_log2(p) : p - 1;
 }
 
 int binomial_children(int me, int root, int p) {
@@ -125,7 +209,8 @@ ledger_entry all_gather_entry(backend b, std::span<const std::int64_t> counts, i
   return make(collective::all_gather, elem_bytes, total(counts), sent, total(counts) - c(me), p);
 }
 
-ledger_entry all_reduce_entry(backend b, std::int64_t n, int me, int p, std::size_t elem_bytes) {
+ledger_entry all_reduce_entry(const backend_spec& b, std::int64_t n, int me, int p,
+                              std::size_t elem_bytes) {
   std::int64_t sent = n, received = n;
   const algorithm a = algorithm_of(b, collective::all_reduce, p, n);
   if (a == algorithm::ring) {
@@ -137,6 +222,8 @@ ledger_entry all_reduce_entry(backend b, std::int64_t n, int me, int p, std::siz
     while (2 * q <= p) q *= 2;
     const std::int64_t steps = ceil_log2(q);
     sent = received = me < p - q ? (steps + 1) * n : me >= q ? n : steps * n;
+  } else if (a == algorithm::tree) {
+    sent = received = (binomial_children(me, 0, p) + (me != 0 ? 1 : 0)) * n;
   }
   return make(collective::all_reduce, elem_bytes, n, sent, received, p);
 }
@@ -149,7 +236,7 @@ ledger_entry reduce_scatter_entry(backend b, std::span<const std::int64_t> count
   return make(collective::reduce_scatter, elem_bytes, c(me), total(counts) - c(me), received, p);
 }
 
-ledger_entry broadcast_entry(backend b, std::int64_t n, int root, int me, int p,
+ledger_entry broadcast_entry(const backend_spec& b, std::int64_t n, int root, int me, int p,
                              std::size_t elem_bytes) {
   std::int64_t sent = me == root ? n : 0;
   const algorithm a = algorithm_of(b, collective::broadcast, p, n);

@@ -50,7 +50,7 @@ std::pair<std::int64_t, std::int64_t> local_extent(const global_shape& g, placem
 }
 
 redistribution_cost redistribution_cost_of(const global_shape& g, placement from, placement to,
-                                           int me, int p, dtype type, backend b) {
+                                           int me, int p, dtype type, const backend_spec& b) {
   check_pair(from, to);
   const std::size_t s = size_of(type);
   const auto bytes = static_cast<std::int64_t>(s);

@@ -18,6 +18,18 @@ TEST(run_case, round_trips_through_its_replay_line) {
   EXPECT_EQ(c.param("gather"), 0);
 }
 
+TEST(run_case, carries_the_native_algorithm_choices) {
+  const std::string line =
+      "strategy=data_parallel p=4 M=7 N=5 K=4 dtype=f64 layout=out_in mode=uniform seed=1 "
+      "backend=native:all_reduce=tree part.M=2,2,2,1 gather=1";
+  const run_case c = run_case::parse(line);
+  EXPECT_EQ(c.to_string(), line);
+  EXPECT_EQ(c.backend, backend::native);
+  EXPECT_EQ(c.backend.algorithms.of(collective::all_reduce), algorithm::tree);
+  EXPECT_THROW((void)run_case::parse("strategy=dp p=1 M=1 N=1 K=1 backend=mpi:all_reduce=tree"),
+               invalid_problem);
+}
+
 TEST(run_case, reads_a_line_without_a_backend_as_mpi) {
   const run_case c = run_case::parse("strategy=data_parallel p=2 M=4 N=3 K=5 part.M=2,2");
   EXPECT_EQ(c.backend, backend::mpi);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "shardcheck/parallel/ledger.hpp"
+#include "shardcheck/reference/types.hpp"
 
 using namespace shardcheck::par;
 
@@ -59,4 +60,50 @@ TEST(reduction_depth, follows_the_algorithm) {
   EXPECT_EQ(reduction_depth(backend::native, collective::all_reduce, 4, 5000), 3);
   EXPECT_EQ(reduction_depth(backend::native, collective::reduce_scatter, 4, 10), 3);
   EXPECT_EQ(reduction_depth(backend::native, collective::all_reduce, 1, 10), 0);
+}
+
+namespace {
+backend_spec tree_all_reduce() { return parse_backend_spec("native:all_reduce=tree"); }
+}  // namespace
+
+TEST(all_reduce_entry, native_tree_moves_n_per_tree_edge) {
+  // p = 4: rank 0's children 1 and 2, rank 2's child 3; (children + has parent)·n both ways.
+  const std::int64_t moved[] = {20, 10, 20, 10};
+  for (int r = 0; r < 4; ++r) {
+    const ledger_entry e = all_reduce_entry(tree_all_reduce(), 10, r, 4, 1);
+    EXPECT_EQ(e.bytes_sent, moved[r]) << "rank " << r;
+    EXPECT_EQ(e.bytes_received, moved[r]) << "rank " << r;
+  }
+  // At p = 4 the ring's bytes differ (the ledger tells the two apart); at p = 2 they do not.
+  EXPECT_NE(all_reduce_entry(backend::native, 5000, 0, 4, 1),
+            all_reduce_entry(tree_all_reduce(), 5000, 0, 4, 1));
+  EXPECT_EQ(all_reduce_entry(backend::native, 5000, 1, 2, 1),
+            all_reduce_entry(tree_all_reduce(), 5000, 1, 2, 1));
+  // The mpi backend takes no choices; its formulas stay the logical payload.
+  EXPECT_EQ(algorithm_of(tree_all_reduce(), collective::all_reduce, 4, 10), algorithm::tree);
+  EXPECT_EQ(algorithm_of(tree_all_reduce(), collective::all_reduce, 4, 5000), algorithm::tree);
+  EXPECT_EQ(algorithm_of(tree_all_reduce(), collective::broadcast, 4, 5000),
+            algorithm_of(backend::native, collective::broadcast, 4, 5000));
+}
+
+TEST(reduction_depth, of_the_tree_is_ceil_log2_p) {
+  const backend_spec t = tree_all_reduce();
+  const int p[] = {1, 2, 3, 4, 5, 8, 9, 16};
+  const std::int64_t depth[] = {0, 1, 2, 2, 3, 3, 4, 4};
+  for (std::size_t i = 0; i < std::size(p); ++i)
+    EXPECT_EQ(reduction_depth(t, collective::all_reduce, p[i], 100000), depth[i]) << p[i];
+  // The ring chains p − 1 on the same buffer.
+  EXPECT_EQ(reduction_depth(backend::native, collective::all_reduce, 16, 100000), 15);
+}
+
+TEST(backend_spec, reads_and_writes_algorithm_choices) {
+  EXPECT_EQ(to_string(tree_all_reduce()), "native:all_reduce=tree");
+  EXPECT_EQ(to_string(backend_spec(backend::native)), "native");
+  const backend_spec both = parse_backend_spec("native:broadcast=chain,all_reduce=ring");
+  EXPECT_EQ(to_string(both), "native:all_reduce=ring,broadcast=chain");
+  EXPECT_TRUE(parse_backend_spec(to_string(both)).algorithms.same_as(both.algorithms));
+  for (const char* bad : {"mpi:all_reduce=tree", "native:", "native:all_reduce", "native:x=tree",
+                          "native:all_reduce=fastest", "native:all_gather=tree",
+                          "native:broadcast=tree", "nccl:all_reduce=tree"})
+    EXPECT_THROW((void)parse_backend_spec(bad), shardcheck::invalid_problem) << bad;
 }

@@ -108,8 +108,15 @@ rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins
             c.mode = *rc::gen::elementOf(other_modes(info, value_mode::exact));
         }
         c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
-        c.backend = pins.backend ? *pins.backend
-                                 : *rc::gen::element(par::backend::mpi, par::backend::native);
+        // Unpinned: mpi, native, or native with the tree all-reduce
+        // (backend=native:all_reduce=tree).
+        if (pins.backend) {
+          c.backend = *pins.backend;
+        } else {
+          c.backend = *rc::gen::element(par::backend::mpi, par::backend::native);
+          if (c.backend.kind == par::backend::native && *rc::gen::element(false, true))
+            c.backend.algorithms.set(par::collective::all_reduce, par::algorithm::tree);
+        }
         // The mesh factors: pinned ones first set aside (p is a multiple of them), then the others
         // drawn in order from what is left, so that together they factorise p.
         int unfactored = c.p;

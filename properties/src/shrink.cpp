@@ -173,6 +173,11 @@ std::vector<run_case> simpler(const run_case& c, const par::kernel& k, const cas
     d.backend = par::backend::mpi;
     out.add(d);
   }
+  if (!c.backend.algorithms.empty() && !pins.backend) {  // native with its default algorithms
+    run_case d = c;
+    d.backend.algorithms = {};
+    out.add(d);
+  }
 
   for (const par::param_spec& ps : info.params) {
     if (pins.params.contains(ps.name) || c.param(ps.name) == ps.fallback) continue;

@@ -7,8 +7,12 @@
 //   reduce-scatter(v)  ring: p − 1 steps; chunk j starts at rank j + 1 and collects one addend per
 //                      hop, ending complete at rank j ((x_{j+1} + x_{j+2}) + …) + x_j
 //   all-reduce         ring reduce-scatter over balanced chunks, then ring all-gather; recursive
-//                      doubling (partners add lower rank's data first) for ≤ 1024 elements
-//   broadcast          binomial tree; a pipelined chain of segments above 16384 elements
+//                      doubling (partners add lower rank's data first) for ≤ 1024 elements;
+//                      chosen (backend=native:all_reduce=tree): a binomial-tree reduce to rank 0
+//                      (each rank adds its children's partial sums, lowest child first) and a
+//                      binomial broadcast back, segment by segment
+//   broadcast          binomial tree (one message at p = 2); a pipelined chain of segments
+//                      above 16384 elements on p > 2
 //   all-to-all(v)      pairwise: at step s rank r sends to r + s and receives from r − s
 //
 // Example: ring all-reduce of 10 elements on p = 3, chunks 4,3,3 at offsets 0,4,7. Step 0: rank 0
@@ -46,6 +50,10 @@ struct channel {
   // run on the same communicator meanwhile).
   bool started = false;
   std::int64_t sent = 0, received = 0;  // bytes
+  algorithm_choice chosen;              // the case's choices (algorithm_of)
+  [[nodiscard]] algorithm algorithm_for(collective kind, std::int64_t count) const {
+    return algorithm_of(backend_spec(backend::native, chosen), kind, size, count);
+  }
 
   // Send n to `to` and receive m from `from` at once.
   void exchange(const void* out, std::int64_t n, int to, void* in, std::int64_t m, int from,
@@ -79,6 +87,13 @@ class schedule {
   // Recursive doubling all-reduce of `buffer` (at most ch.segment<T>() elements), in place.
   template <class T>
   static schedule recursive_doubling(channel ch, std::span<T> buffer);
+  // Tree all-reduce of `buffer`, in place, in segments of ch.segment<T>() elements. Per segment,
+  // rank r (children c_0 < c_1 < … in the binomial tree rooted at 0, parent u unless r = 0):
+  // receive each child's partial sum and add it (own first), send the sum to u, receive the
+  // total from u, send it to each child, the last child first. Example p = 4: 1 → 0, 3 → 2,
+  // 2 → 0 (0 holds ((x0 + x1) + (x2 + x3))), then 0 → 2, 0 → 1, 2 → 3.
+  template <class T>
+  static schedule tree(channel ch, std::span<T> buffer);
 
   // Finishes the steps whose messages have arrived and posts the next; true when all are done.
   bool test();
@@ -88,7 +103,7 @@ class schedule {
   [[nodiscard]] const channel& counted() const { return ch_; }
 
  private:
-  enum class kind { none, ring, recursive_doubling };
+  enum class kind { none, ring, recursive_doubling, tree };
   struct step {
     const std::byte* send = nullptr;
     std::int64_t send_n = 0;
@@ -125,9 +140,11 @@ class schedule {
   std::byte* out_ = nullptr;
   std::byte* data_ = nullptr;
   std::span<const int> counts_, displs_;
-  std::int64_t seg_ = 0, n_ = 0;  // reduce-scatter segment; recursive doubling's count
-  int reduce_steps_ = 0;          // segments · (p − 1); the gather steps follow them
-  int steps_ = 0, next_ = 0;      // the algorithm's steps; the next one to post
+  std::int64_t seg_ = 0, n_ = 0;  // reduce-scatter or tree segment; recursive doubling's or tree's
+                                  // count
+  int children_ = 0, per_segment_ = 0;  // tree: children, and steps per segment
+  int reduce_steps_ = 0;                // segments · (p − 1); the gather steps follow them
+  int steps_ = 0, next_ = 0;            // the algorithm's steps; the next one to post
   bool posted_ = false;
   MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };

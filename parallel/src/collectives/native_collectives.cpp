@@ -28,8 +28,8 @@ traffic counted(const native::channel& ch) { return {ch.sent, ch.received}; }
 // while it is pending).
 class native_collectives final : public collectives {
  public:
-  explicit native_collectives(const comm_handle& h)
-      : c_(h.native_handle()), rank_(h.rank()), size_(h.size()) {
+  native_collectives(const comm_handle& h, const algorithm_choice& chosen)
+      : c_(h.native_handle()), rank_(h.rank()), size_(h.size()), chosen_(chosen) {
     const auto p = static_cast<std::size_t>(size_);
     for (auto* v : {&counts_a_, &displs_a_, &counts_b_, &displs_b_, &counts_nb_, &displs_nb_})
       v->resize(p);
@@ -104,10 +104,10 @@ class native_collectives final : public collectives {
  private:
   [[nodiscard]] native::channel channel(bool started) {
     std::byte* scratch = (started ? scratch_nb_ : scratch_).get();
-    return native::channel{c_, rank_, size_, {scratch, scratch_bytes}, started, 0, 0};
+    return native::channel{c_, rank_, size_, {scratch, scratch_bytes}, started, 0, 0, chosen_};
   }
 
-  // The schedule of a ring / recursive-doubling collective, on the blocking or the started
+  // The schedule of a ring / recursive-doubling / tree collective, on the blocking or the started
   // scratch.
   native::schedule schedule_of(const call& c, bool started) {
     std::vector<int>& counts = started ? counts_nb_ : counts_a_;
@@ -131,6 +131,7 @@ class native_collectives final : public collectives {
 
   MPI_Comm c_;
   int rank_, size_;
+  algorithm_choice chosen_;
   std::vector<int> counts_a_, displs_a_, counts_b_, displs_b_, counts_nb_, displs_nb_;
   std::unique_ptr<std::byte[]> scratch_, scratch_nb_;
   // The started call, until wait() returns its traffic.
@@ -140,8 +141,9 @@ class native_collectives final : public collectives {
 
 }  // namespace
 
-std::unique_ptr<collectives> make_native_collectives(const comm_handle& h) {
-  return std::make_unique<native_collectives>(h);
+std::unique_ptr<collectives> make_native_collectives(const comm_handle& h,
+                                                     const algorithm_choice& chosen) {
+  return std::make_unique<native_collectives>(h, chosen);
 }
 
 }  // namespace shardcheck::par

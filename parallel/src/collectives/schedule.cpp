@@ -19,6 +19,17 @@ int largest_power_of_two_upto(int p) {
   while (2 * q <= p) q *= 2;
   return q;
 }
+
+// Child u (0: the nearest) of rank r in the binomial tree rooted at 0 on p ranks: r + 2^i for the
+// i-th power of two below r's lowest set bit with r + 2^i < p. Example p = 6: rank 0's children
+// are 1, 2, 4; rank 4's is 5.
+int tree_child(int r, int p, int u) {
+  for (int mask = 1; mask < p && (r & mask) == 0; mask <<= 1)
+    if (r + mask < p && u-- == 0) return r + mask;
+  return -1;
+}
+// r's parent: r less its lowest set bit (r > 0).
+int tree_parent(int r) { return r & (r - 1); }
 }  // namespace
 
 template <class T>
@@ -69,6 +80,22 @@ schedule schedule::recursive_doubling(channel ch, std::span<T> buffer) {
   return s;
 }
 
+template <class T>
+schedule schedule::tree(channel ch, std::span<T> buffer) {
+  schedule s = typed<T>(ch, kind::tree);
+  s.data_ = reinterpret_cast<std::byte*>(buffer.data());
+  s.n_ = static_cast<std::int64_t>(buffer.size());
+  s.seg_ = ch.segment<T>();
+  const int p = ch.size, r = ch.rank;
+  if (p == 1 || s.n_ == 0) return s;
+  s.children_ = binomial_children(r, 0, p);
+  s.per_segment_ = 2 * s.children_ + (r != 0 ? 2 : 0);
+  const std::int64_t segments = (s.n_ + s.seg_ - 1) / s.seg_;
+  if (segments * s.per_segment_ > INT_MAX) throw invalid_problem("native tree: too many steps");
+  s.steps_ = static_cast<int>(segments) * s.per_segment_;
+  return s;
+}
+
 std::pair<std::int64_t, std::int64_t> schedule::chunk(int k) const {
   const auto i = static_cast<std::size_t>(mod(k, ch_.size));
   return {displs_[i], counts_[i]};
@@ -78,6 +105,28 @@ schedule::step schedule::describe(int t) const {
   const int p = ch_.size, r = ch_.rank;
   const int offset = ch_.started ? tags::started_offset : 0;
   step st;
+  if (kind_ == kind::tree) {
+    const std::int64_t g0 = static_cast<std::int64_t>(t / per_segment_) * seg_;
+    const std::int64_t len = std::min(seg_, n_ - g0);
+    const int u = t % per_segment_, up = r != 0 ? 2 : 0;
+    std::byte* const mine = at(data_, g0);
+    if (u < children_)  // a child's partial sum into the scratch
+      st = {nullptr, 0, -1, ch_.scratch.data(), len, tree_child(r, p, u), tags::tree_reduce};
+    else if (up > 0 && u == children_)
+      st = {mine, len, tree_parent(r), nullptr, 0, -1, tags::tree_reduce};
+    else if (up > 0 && u == children_ + 1)
+      st = {nullptr, 0, -1, mine, len, tree_parent(r), tags::tree_broadcast};
+    else  // the total to the children, the farthest (largest subtree) first
+      st = {mine,
+            len,
+            tree_child(r, p, 2 * children_ + up - 1 - u),
+            nullptr,
+            0,
+            -1,
+            tags::tree_broadcast};
+    st.tag += offset;
+    return st;
+  }
   if (kind_ == kind::recursive_doubling) {
     const int q = largest_power_of_two_upto(p);
     std::byte* other = ch_.scratch.data();
@@ -130,6 +179,12 @@ schedule::step schedule::describe(int t) const {
 
 void schedule::finish(int t) {
   const int p = ch_.size, r = ch_.rank;
+  if (kind_ == kind::tree) {
+    if (t % per_segment_ >= children_) return;
+    const std::int64_t g0 = static_cast<std::int64_t>(t / per_segment_) * seg_;
+    add_(at(data_, g0), at(data_, g0), ch_.scratch.data(), std::min(seg_, n_ - g0));
+    return;
+  }
   if (kind_ == kind::recursive_doubling) {
     const int q = largest_power_of_two_upto(p);
     if (r >= q) return;
@@ -185,7 +240,8 @@ void schedule::wait() {
 #define SHARDCHECK_SCHEDULE_INSTANTIATE(T)                                                         \
   template schedule schedule::ring<T>(channel, const T*, T*, bool, T*, bool, std::span<const int>, \
                                       std::span<const int>);                                       \
-  template schedule schedule::recursive_doubling<T>(channel, std::span<T>);
+  template schedule schedule::recursive_doubling<T>(channel, std::span<T>);                        \
+  template schedule schedule::tree<T>(channel, std::span<T>);
 SHARDCHECK_SCHEDULE_INSTANTIATE(float)
 SHARDCHECK_SCHEDULE_INSTANTIATE(double)
 #undef SHARDCHECK_SCHEDULE_INSTANTIATE

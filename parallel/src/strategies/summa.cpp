@@ -110,6 +110,11 @@ claims summa::cost(const run_case& c, std::span<const int> coords) const {
   return out;
 }
 
+// Per panel the product reads its operands where they are: a panel broadcast over a one-rank axis
+// (pr = 1 for W, pc = 1 for X) is still issued, so the ledger stays the cost model's, but the
+// product reads the local block in place (ld = its width) instead of a packed copy. Example 1 × 2
+// on 2048³: X panels (2048 × 1024) are packed and broadcast along the mesh row; W panels are read
+// straight from W's 1024 × 2048 block at column lo, ld = 2048.
 void summa::forward(context& ctx, const run_case& c, const forward_io& io) const {
   io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
     const matrix<T>& w = ws[0];
@@ -121,41 +126,57 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
     const bool out_in = c.prob.layout == weight_layout::out_in;
     const auto mi = x.rows, nj = static_cast<std::size_t>(c.part("N@1").size(j));
     const auto kmax = static_cast<std::size_t>(widest_panel(ks, ks1));
+    const bool x_here = row.size() == 1, w_here = column.size() == 1;
     y = matrix<T>(mi, nj);
-    std::fill(y.data.begin(), y.data.end(), T(0));  // tracked memory is not initialised
     matrix<T> xp(mi, kmax), wp(kmax, nj);  // panel buffers: mi×kk and kk×nj (out_in: nj×kk)
+    bool first = true;                     // the first product overwrites Y (tracked memory is
+                                           // not initialised)
     for (std::int64_t lo = 0; lo < c.prob.K;) {
       const std::int64_t hi = summa_panel_end(ks, ks1, lo);
       const auto kk = static_cast<std::size_t>(hi - lo);
       const int jx = ks1.owner(lo), iw = ks.owner(lo);
-      if (j == jx) {
+      const T* xa = xp.data.data();
+      std::size_t lda = kk;
+      if (x_here && mi > 0) {
+        xa = x.data.data() + (lo - ks1.offset(j));
+        lda = x.cols;
+      } else if (j == jx) {
         const auto at = static_cast<std::size_t>(lo - ks1.offset(j));
         for (std::size_t r = 0; r < mi; ++r)
           std::copy_n(x.row(r) + at, kk, xp.data.data() + r * kk);
       }
       row.broadcast<T>(std::span<T>(xp.data.data(), mi * kk), jx);
       const int root = w_panel_root(iw, pr);
-      if (i == root) {
-        const auto ki = static_cast<std::size_t>(ks.size(i));
-        for (std::size_t t = 0; t < kk; ++t) {
-          // Local K index of panel row t (wraps only for a root other than iw, whose block may
-          // be shorter).
-          const auto k = ki == 0 ? 0 : (static_cast<std::size_t>(lo - ks.offset(iw)) + t) % ki;
-          for (std::size_t q = 0; q < nj; ++q) {
-            const T v = ki == 0 ? T(0) : out_in ? w.row(q)[k] : w.row(k)[q];
-            if (out_in)
-              wp.data[q * kk + t] = v;
-            else
-              wp.data[t * nj + q] = v;
-          }
-        }
+      const T* wb = wp.data.data();
+      std::size_t ldb = out_in ? kk : nj;
+      const auto ki = static_cast<std::size_t>(ks.size(i));
+      if (w_here && ki > 0 && nj > 0) {
+        const auto k0 = static_cast<std::size_t>(lo - ks.offset(iw));
+        wb = out_in ? w.data.data() + k0 : w.row(k0);
+        ldb = w.cols;
+      } else if (i == root) {
+        // Local K index of panel row t (wraps only for a root other than iw, whose block may be
+        // shorter).
+        const auto k_of = [&](std::size_t t) {
+          return ki == 0 ? 0 : (static_cast<std::size_t>(lo - ks.offset(iw)) + t) % ki;
+        };
+        if (out_in)  // W rows are N: row q of the panel is W[q, k…], read along the row
+          for (std::size_t q = 0; q < nj; ++q)
+            for (std::size_t t = 0; t < kk; ++t)
+              wp.data[q * kk + t] = ki == 0 ? T(0) : w.row(q)[k_of(t)];
+        else  // W rows are K: panel row t is W[k_t, :]
+          for (std::size_t t = 0; t < kk; ++t)
+            for (std::size_t q = 0; q < nj; ++q)
+              wp.data[t * nj + q] = ki == 0 ? T(0) : w.row(k_of(t))[q];
       }
       column.broadcast<T>(std::span<T>(wp.data.data(), kk * nj), root);
-      ref::gemm<T>(false, out_in, mi, nj, kk, T(1), xp.data.data(), kk, wp.data.data(),
-                   out_in ? kk : ld(static_cast<std::int64_t>(nj)), T(1), y.data.data(),
+      ref::gemm<T>(false, out_in, mi, nj, kk, T(1), xa, ld(static_cast<std::int64_t>(lda)), wb,
+                   ld(static_cast<std::int64_t>(ldb)), first ? T(0) : T(1), y.data.data(),
                    ld(static_cast<std::int64_t>(nj)));
+      first = false;
       lo = hi;
     }
+    if (first) std::fill(y.data.begin(), y.data.end(), T(0));  // K = 0: no panel
   });
 }
 

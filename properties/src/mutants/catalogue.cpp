@@ -267,7 +267,8 @@ struct mutant_set::impl {
   std::vector<mutant_cell> cells;
   std::vector<std::unique_ptr<par::kernel>> owned;
   mutant_cell hang;
-  mutant_cell empty_shard;  // the final shrinking pass's test, outside the matrix like hang
+  mutant_cell empty_shard;     // the final shrinking pass's test, outside the matrix like hang
+  mutant_cell default_claims;  // the tree all-reduce's ledger test, outside the matrix
 };
 
 mutant_set::mutant_set(int max_p) : impl_(std::make_unique<impl>()) {
@@ -341,6 +342,12 @@ void mutant_set::build(const par::registry& strategies, int max_p) {
     m.owned.push_back(std::make_unique<mutants::empty_shard_off_by_one>(*dp, name, empty_log));
     m.empty_shard = {
         name, "empty_shard", "data_parallel", false, subject{m.owned.back().get(), {}}, empty_log};
+    auto claims_log = std::make_shared<fire_log>();
+    const std::string claims_name = cell_name("default_claims", "data_parallel");
+    m.owned.push_back(std::make_unique<mutants::default_claims>(*dp, claims_name, claims_log));
+    m.default_claims = {
+        claims_name, "default_claims", "data_parallel", false, subject{m.owned.back().get(), {}},
+        claims_log};
   }
 }
 
@@ -359,6 +366,8 @@ const mutant_cell* mutant_set::cell(std::string_view name) const {
   if (impl_->hang.name == name && impl_->hang.s.k != nullptr) return &impl_->hang;
   if (impl_->empty_shard.name == name && impl_->empty_shard.s.k != nullptr)
     return &impl_->empty_shard;
+  if (impl_->default_claims.name == name && impl_->default_claims.s.k != nullptr)
+    return &impl_->default_claims;
   return nullptr;
 }
 

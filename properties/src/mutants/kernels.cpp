@@ -160,6 +160,16 @@ void empty_shard_off_by_one::forward(par::context& ctx, const par::run_case& c,
       io.y);
 }
 
+// --- default_claims ---------------------------------------------------------------------------
+
+par::claims default_claims::cost(const par::run_case& c, std::span<const int> coords) const {
+  if (c.backend.algorithms.empty()) return inner_.cost(c, coords);
+  par::run_case plain = c;
+  plain.backend.algorithms = {};
+  fired();
+  return inner_.cost(plain, coords);
+}
+
 // --- hook subclasses --------------------------------------------------------------------------
 
 namespace {

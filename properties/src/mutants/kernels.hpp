@@ -86,6 +86,18 @@ class empty_shard_off_by_one final : public kernel_decorator {
   void forward(par::context& ctx, const par::run_case& c, const par::forward_io& io) const override;
 };
 
+// Claims the collectives of the default algorithms whatever the case chose: cost() sees the case
+// with backend=native:all_reduce=tree as plain backend=native, while the collectives run the
+// tree. The ledger test of the tree's formulas, outside the selftest's matrix: data_parallel at
+// p = 4 claims the ring's 2n − c_me − c_{me+1} = 1.5n per rank for dW's all-reduce where the tree
+// moves 2n on ranks 0 and 2, n on ranks 1 and 3 (p = 2 moves n either way: no difference).
+class default_claims final : public kernel_decorator {
+ public:
+  using kernel_decorator::kernel_decorator;
+  [[nodiscard]] par::claims cost(const par::run_case& c,
+                                 std::span<const int> coords) const override;
+};
+
 // The hook subclasses, by operator name: ignores_bucket, reuses_buffer, padded_buckets,
 // w_panel_wrong_row, keeps_activations, dw_over_world. nullptr for another name.
 [[nodiscard]] std::unique_ptr<par::kernel> make_subclass(const std::string& op,

@@ -2,7 +2,9 @@
 // One case: everything a run depends on, with a one-line string form that replays it.
 //   strategy=data_parallel p=3 M=7 N=5 K=4 dtype=f64 layout=out_in mode=exact seed=42
 //   backend=native part.M=3,0,4 gather=1
-// `backend=` (mpi or native) picks who runs the collectives; lines without it mean mpi.
+// `backend=` (mpi or native) picks who runs the collectives; lines without it mean mpi. The native
+// backend takes algorithm choices after a colon (ledger.hpp's algorithm_choice):
+// `backend=native:all_reduce=tree`.
 // `part.D=` gives the partition of problem dimension D (D@a on a mesh axis a > 0 of a many-axis
 // mesh); `H=` the hidden widths of a stack of layers and `act=` its activation (both only for a
 // stack: `strategy=… M=8 N=3 K=5 H=6 act=relu …`); any other key is a parameter of the strategy.
@@ -23,7 +25,7 @@ struct run_case {
   problem prob;
   value_mode mode = value_mode::uniform;
   std::uint64_t seed = 0;
-  par::backend backend = par::backend::mpi;
+  par::backend_spec backend;  // converts to par::backend; carries the native algorithm choices
   std::map<std::string, partition> parts;
   std::map<std::string, std::int64_t> params;
 

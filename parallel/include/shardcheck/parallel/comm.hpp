@@ -175,8 +175,11 @@ void validate(const call& c, int rank, int size);
 // Open MPI's built-ins on h (not owned).
 [[nodiscard]] std::unique_ptr<collectives> make_mpi_collectives(const comm_handle& h);
 // shardcheck's schedules on h (not owned).
-[[nodiscard]] std::unique_ptr<collectives> make_native_collectives(const comm_handle& h);
-[[nodiscard]] std::unique_ptr<collectives> make_collectives(backend b, const comm_handle& h);
+// Runs the algorithms chosen (others by size, as algorithm_of says).
+[[nodiscard]] std::unique_ptr<collectives> make_native_collectives(
+    const comm_handle& h, const algorithm_choice& chosen = {});
+[[nodiscard]] std::unique_ptr<collectives> make_collectives(const backend_spec& b,
+                                                            const comm_handle& h);
 
 // Compares one collective's fingerprint (sequence number, kind, element size, count, root; a
 // barrier has no element size, only a broadcast a root) across the ranks of comm with one
@@ -230,8 +233,8 @@ using layer_wrapper = std::function<std::unique_ptr<collectives>(std::unique_ptr
 
 // How a mesh builds each comm's stack.
 struct stack_options {
-  par::backend backend = par::backend::mpi;
-  layer_wrapper wrap;  // empty: no extra layers
+  par::backend_spec backend;  // with its algorithm choices
+  layer_wrapper wrap;         // empty: no extra layers
 };
 
 // What a kernel calls. Typed spans become calls, which go down the comm's stack. Each method that

@@ -23,12 +23,19 @@
 //   all-reduce recursive doubling (n ≤ 1024 elements), q = largest power of two ≤ p, L = log₂q:
 //                           me < p − q: (L + 1)·n both ways; me ≥ q: n both ways; else L·n
 //   broadcast binomial tree: n received off the root, n sent per child;
-//             chain (n > 16384 elements): n received off the root, n sent except by the last
+//             chain (n > 16384 elements, p > 2): n received off the root, n sent except by
+//             the last
 //   all-to-all(v) pairwise  as `mpi`
+//   all-reduce tree (chosen: backend=native:all_reduce=tree): a binomial-tree reduce to rank 0,
+//                           then a binomial broadcast back; c = the rank's children
+//                           (binomial_children with root 0), u = 1 for every rank but 0: sent =
+//                           received = (c + u)·n. Example p = 4: rank 0 (children 1, 2) 2n, rank 1
+//                           n, rank 2 2n, rank 3 n
 // (indices mod p). Example: ring all-reduce of n = 10 on p = 3, chunks 4,3,3: rank 0 sends
 // 20 − 4 − 3 = 13 elements and receives 20 − 3 − 4 = 13; rank 2 sends 20 − 3 − 4 = 13 and
 // receives 20 − 3 − 3 = 14. For even chunks that is nccl-tests' 2(p−1)/p·n.
 // On one rank nothing leaves or arrives: both are 0.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -57,8 +64,43 @@ enum class collective {
 enum class phase { forward, backward };
 // Which implementation runs a communicator's collectives.
 enum class backend { mpi, native };
-// The algorithm a backend runs for one call; `builtin` is Open MPI's own choice.
-enum class algorithm { builtin, ring, recursive_doubling, binomial_tree, chain, pairwise };
+// The algorithm a backend runs for one call; `builtin` is Open MPI's own choice. `tree`: the
+// all-reduce as a binomial-tree reduce to rank 0 and a binomial broadcast back.
+enum class algorithm { builtin, ring, recursive_doubling, binomial_tree, chain, pairwise, tree };
+
+// The native algorithms a case chooses, per collective; a collective without a choice gets the
+// one algorithm_of picks by size. Chosen on the replay line after the backend:
+//   backend=native:all_reduce=tree   (several: backend=native:all_reduce=tree,broadcast=chain)
+// Choices: all_reduce ring or tree, broadcast binomial_tree or chain.
+class algorithm_choice {
+ public:
+  // Throws invalid_problem when the native backend has no such algorithm for `kind`.
+  void set(collective kind, algorithm a);
+  // builtin: no choice made.
+  [[nodiscard]] algorithm of(collective kind) const;
+  [[nodiscard]] bool empty() const;
+  // "all_reduce=tree,broadcast=chain"; empty when nothing is chosen.
+  [[nodiscard]] std::string to_string() const;
+  // The same form; throws invalid_problem naming the bad part.
+  [[nodiscard]] static algorithm_choice parse(std::string_view s);
+  [[nodiscard]] bool same_as(const algorithm_choice& o) const { return chosen_ == o.chosen_; }
+
+ private:
+  std::array<algorithm, 9> chosen_{};  // by collective; builtin where nothing is chosen
+};
+
+// A backend with the algorithms chosen for it (only the native backend takes choices). Converts
+// from and to `backend`, so that a kernel's cost model passes its case's `backend` to the entry
+// functions below and they apply its choices:
+//   all_reduce_entry(c.backend, n, me, p, es)   // the tree's bytes when c chose it
+struct backend_spec {
+  par::backend kind = par::backend::mpi;
+  algorithm_choice algorithms;
+  backend_spec() = default;
+  backend_spec(par::backend k) : kind(k) {}
+  backend_spec(par::backend k, algorithm_choice a) : kind(k), algorithms(a) {}
+  operator par::backend() const { return kind; }
+};
 
 [[nodiscard]] std::string_view to_string(collective c);
 [[nodiscard]] std::string_view to_string(phase p);
@@ -66,14 +108,22 @@ enum class algorithm { builtin, ring, recursive_doubling, binomial_tree, chain, 
 [[nodiscard]] std::string_view to_string(algorithm a);
 // "mpi" or "native"; throws invalid_problem.
 [[nodiscard]] backend parse_backend(std::string_view s);
+// "mpi", "native" or "native:<choices>" (see algorithm_choice); throws invalid_problem.
+[[nodiscard]] backend_spec parse_backend_spec(std::string_view s);
+// The same form: "native:all_reduce=tree", or just the backend's name.
+[[nodiscard]] std::string to_string(const backend_spec& b);
 
 // The algorithm `b` runs for a collective of `count` elements (the whole buffer) on p ranks.
-[[nodiscard]] algorithm algorithm_of(backend b, collective kind, int p, std::int64_t count);
+// A choice of b's wins over the size rule.
+[[nodiscard]] algorithm algorithm_of(const backend_spec& b, collective kind, int p,
+                                     std::int64_t count);
 // Additions on the longest chain behind one reduced element: mpi p − 1 (the algorithm is
-// unknown, so the worst order), native ring p − 1, recursive doubling ⌈log₂ p⌉. Example: p = 3,
-// native all-reduce of 20 elements (recursive doubling): rank 2 folds into rank 0, then one
-// exchange: 2 additions, where the ring would chain 2 as well and p = 4 gives 2 against 3.
-[[nodiscard]] std::int64_t reduction_depth(backend b, collective kind, int p, std::int64_t count);
+// unknown, so the worst order), native ring p − 1, recursive doubling and tree ⌈log₂ p⌉. Example:
+// p = 3, native all-reduce of 20 elements (recursive doubling): rank 2 folds into rank 0, then one
+// exchange: 2 additions, where the ring would chain 2 as well and p = 4 gives 2 against 3. The
+// tree at p = 16: rank 0 adds rank 1's, 2's, 4's and 8's partial sums, 4 additions against 15.
+[[nodiscard]] std::int64_t reduction_depth(const backend_spec& b, collective kind, int p,
+                                           std::int64_t count);
 
 struct ledger_entry {
   phase when = phase::forward;
@@ -94,15 +144,15 @@ struct ledger_entry {
 // them and cost models predict with them.
 [[nodiscard]] ledger_entry all_gather_entry(backend b, std::span<const std::int64_t> counts, int me,
                                             std::size_t elem_bytes);
-[[nodiscard]] ledger_entry all_reduce_entry(backend b, std::int64_t n, int me, int p,
+[[nodiscard]] ledger_entry all_reduce_entry(const backend_spec& b, std::int64_t n, int me, int p,
                                             std::size_t elem_bytes);
 [[nodiscard]] ledger_entry reduce_scatter_entry(backend b, std::span<const std::int64_t> counts,
                                                 int me, std::size_t elem_bytes);
 // MPI_Reduce of n elements to `root`, as recorded from a raw call.
 [[nodiscard]] ledger_entry reduce_entry(std::int64_t n, int root, int me, int p,
                                         std::size_t elem_bytes);
-[[nodiscard]] ledger_entry broadcast_entry(backend b, std::int64_t n, int root, int me, int p,
-                                           std::size_t elem_bytes);
+[[nodiscard]] ledger_entry broadcast_entry(const backend_spec& b, std::int64_t n, int root, int me,
+                                           int p, std::size_t elem_bytes);
 [[nodiscard]] ledger_entry all_to_all_entry(backend b, std::span<const std::int64_t> send_counts,
                                             std::span<const std::int64_t> recv_counts, int me,
                                             std::size_t elem_bytes);

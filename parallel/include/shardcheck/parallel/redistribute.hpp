@@ -52,7 +52,7 @@ struct redistribution_cost {
 // Throws invalid_problem for an unsupported pair (anything → P except P → P).
 [[nodiscard]] redistribution_cost redistribution_cost_of(const global_shape& g, placement from,
                                                          placement to, int me, int p, dtype type,
-                                                         backend b);
+                                                         const backend_spec& b);
 
 // Returns this rank's shard of the tensor under `to`, given its shard `in` under `from`.
 // \note collective over world.

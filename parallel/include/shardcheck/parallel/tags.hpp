@@ -15,6 +15,8 @@ inline constexpr int unfold = 22;    // … and receive the result back
 inline constexpr int doubling = 23;  // recursive doubling's exchanges
 inline constexpr int broadcast = 31;
 inline constexpr int all_to_all = 41;
+inline constexpr int tree_reduce = 51;     // tree all-reduce: partial sums up to rank 0
+inline constexpr int tree_broadcast = 52;  // … and the total back down
 inline constexpr int started_offset = 100;
 
 inline constexpr int p2p_base = 1 << 13;

@@ -20,7 +20,7 @@ namespace shardcheck::prop {
 // What a run pins instead of drawing: the backend, the worker count, strategy parameters (e.g.
 // a mesh's factors, dp=2 tp=2 on 8 ranks: pp = 2).
 struct case_pins {
-  std::optional<par::backend> backend;
+  std::optional<par::backend_spec> backend;  // with its algorithm choices
   std::optional<int> p;
   std::map<std::string, std::int64_t> params;
 };

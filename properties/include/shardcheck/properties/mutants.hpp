@@ -27,7 +27,9 @@
 // every cell, applicable or not, and two mutants never in the matrix: the hang mutant
 // `mutant.unanswered@data_parallel` (rank 0 waits for a message nobody sends; the watchdog's
 // test) and `mutant.empty_shard@data_parallel` (Y's first element one too large whenever some
-// rank holds no rows of X; the final shrinking pass's test).
+// rank holds no rows of X; the final shrinking pass's test) and
+// `mutant.default_claims@data_parallel` (claims the default algorithms' collectives when the case
+// chose the tree all-reduce; the ledger's test of the tree).
 //
 // Applicability (the matrix's `-`) is decided from the claims: a fault operator applies to a
 // strategy whose cost() lists the collective it targets, on a comm of ≥ 2 ranks (≥ 3 for the
