@@ -151,17 +151,16 @@ std::optional<mismatch> compare_window(std::size_t rows, std::size_t cols, const
   return std::nullopt;
 }
 
-#define SHARDCHECK_MIXED_INSTANTIATE(T)                                                       \
-  template T next_down<T>(T);                                                                 \
-  template T next_up<T>(T);                                                                   \
-  template T round_down<T>(double);                                                           \
-  template T round_up<T>(double);                                                             \
-  template void widen<T>(const T*, std::size_t, float*);                                      \
-  template void narrow<T>(const float*, std::size_t, T*);                                     \
-  template std::optional<mismatch> compare_window<T>(std::size_t, std::size_t, const T*,      \
-                                                     std::size_t, const float*, std::size_t, \
-                                                     const double*, std::size_t, double,     \
-                                                     std::int64_t, bool);
+#define SHARDCHECK_MIXED_INSTANTIATE(T)                                                          \
+  template T next_down<T>(T);                                                                    \
+  template T next_up<T>(T);                                                                      \
+  template T round_down<T>(double);                                                              \
+  template T round_up<T>(double);                                                                \
+  template void widen<T>(const T*, std::size_t, float*);                                         \
+  template void narrow<T>(const float*, std::size_t, T*);                                        \
+  template std::optional<mismatch> compare_window<T>(                                            \
+      std::size_t, std::size_t, const T*, std::size_t, const float*, std::size_t, const double*, \
+      std::size_t, double, std::int64_t, bool);
 SHARDCHECK_MIXED_INSTANTIATE(bfloat16_t)
 SHARDCHECK_MIXED_INSTANTIATE(half_t)
 

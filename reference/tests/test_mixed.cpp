@@ -148,8 +148,8 @@ TEST(mixed, a_partial_rounded_to_bf16_leaves_the_window_of_an_f32_reduction) {
   const float p0 = 3.01171875f + 0x1p-20f, p1 = -2.9921875f;
   const float b[] = {p0 + p1};
   const double mag[] = {6.0};
-  const double factor = policy_factor(63, 1, dtype::bf16, {dtype::f32, dtype::f32}) +
-                        gamma(64, dtype::f32);
+  const double factor =
+      policy_factor(63, 1, dtype::bf16, {dtype::f32, dtype::f32}) + gamma(64, dtype::f32);
   const bfloat16_t right[] = {bfloat16_t(p0 + p1)};
   const bfloat16_t wrong[] = {bfloat16_t(f(bfloat16_t(p0)) + f(bfloat16_t(p1)))};
   EXPECT_FALSE(compare_window<bfloat16_t>(1, 1, right, 1, b, 1, mag, 1, factor, 64, false));

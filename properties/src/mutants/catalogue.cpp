@@ -267,7 +267,11 @@ struct mixed_op {
 };
 
 std::vector<mixed_op> mixed_ops() {
-  const std::string large = "p=2 M=8 N=8 K=16384 layout=out_in seed=3 backend=native scatter=0 ";
+  // p = 2, Y all-reduced (scatter=0); the mutants declare acc=f32 reduce=f32.
+  const auto at = [](const char* size, const char* dtype_mode) {
+    return std::string("p=2 M=16 N=16 ") + size + " layout=out_in seed=3 backend=native " +
+           dtype_mode + " acc=f32 reduce=f32 scatter=0";
+  };
   return {
       {{"partials_in_storage",
         "mixed precision: the f32 partial rounded to bf16 / f16 before the all-reduce, while "
@@ -275,15 +279,13 @@ std::vector<mixed_op> mixed_ops() {
         "kernel"},
        "row_parallel",
        decorate<mutants::partials_in_storage>(),
-       {large + "dtype=bf16 acc=f32 reduce=f32 mode=wide",
-        large + "dtype=f16 acc=f32 reduce=f32 mode=uniform"}},
+       {at("K=4096", "dtype=bf16 mode=uniform"), at("K=16384", "dtype=bf16 mode=wide")}},
       {{"acc_in_storage",
         "mixed precision: the local contraction summed in bf16 / f16, while acc=f32 is declared",
         "kernel"},
        "row_parallel",
        decorate<mutants::acc_in_storage>(),
-       {large + "dtype=bf16 acc=f32 reduce=f32 mode=uniform",
-        large + "dtype=f16 acc=f32 reduce=f32 mode=uniform"}},
+       {at("K=16384", "dtype=bf16 mode=uniform"), at("K=16384", "dtype=f16 mode=uniform")}},
   };
 }
 

@@ -47,23 +47,22 @@ void partials_in_storage::forward(par::context& ctx, const par::run_case& c,
     if constexpr (!is_16bit_v<T>) {
       inner_.forward(ctx, c, io);
     } else {
-      row_parallel_forward<T>(ctx, c, x, w, y,
-                              [&](std::size_t m, std::size_t n, std::size_t k, const T* xs,
-                                  const T* ws, float* out) {
-                                par::matrix<float> xa(m, k), wa(n, k);
-                                ref::widen<T>(xs, m * k, xa.data.data());
-                                ref::widen<T>(ws, n * k, wa.data.data());
-                                ref::linear_forward<float>(c.prob.layout, m, n, k,
-                                                           xa.data.data(), wa.data.data(), out);
-                                // The defect: the partial rounded to T before it travels.
-                                bool changed = false;
-                                for (std::size_t i = 0; i < m * n; ++i) {
-                                  const auto r = static_cast<float>(static_cast<T>(out[i]));
-                                  changed = changed || r != out[i];
-                                  out[i] = r;
-                                }
-                                if (changed) fired();
-                              });
+      row_parallel_forward<T>(
+          ctx, c, x, w, y,
+          [&](std::size_t m, std::size_t n, std::size_t k, const T* xs, const T* ws, float* out) {
+            par::matrix<float> xa(m, k), wa(n, k);
+            ref::widen<T>(xs, m * k, xa.data.data());
+            ref::widen<T>(ws, n * k, wa.data.data());
+            ref::linear_forward<float>(c.prob.layout, m, n, k, xa.data.data(), wa.data.data(), out);
+            // The defect: the partial rounded to T before it travels.
+            bool changed = false;
+            for (std::size_t i = 0; i < m * n; ++i) {
+              const auto r = static_cast<float>(static_cast<T>(out[i]));
+              changed = changed || r != out[i];
+              out[i] = r;
+            }
+            if (changed) fired();
+          });
     }
   });
 }
