@@ -145,6 +145,12 @@ int do_list(const catalogue& cat) {
     std::printf("; dtypes %s; layouts %s; modes %s%s\n", join(info.dtypes).c_str(),
                 join(info.layouts).c_str(), join(info.modes).c_str(),
                 info.uses_collectives ? "" : "; point-to-point only");
+    if (!info.policies.empty()) {
+      std::string pols;
+      for (const precision& pol : info.policies)
+        pols += (pols.empty() ? "" : ", ") + to_string(pol);
+      std::printf("  precision policies (bf16, f16): %s\n", pols.c_str());
+    }
     for (const auto& ps : info.params)
       std::printf("  parameter %s in [%lld, %lld], default %lld: %s\n", ps.name.c_str(),
                   static_cast<long long>(ps.min), static_cast<long long>(ps.max),

@@ -103,7 +103,8 @@ class partial {
   }
   // Rounds the partial into the output (nothing to do for f32 / f64).
   void round() {
-    if constexpr (is_16bit_v<T>) ref::narrow<T>(wide_.data.data(), wide_.data.size(), out_.data.data());
+    if constexpr (is_16bit_v<T>)
+      ref::narrow<T>(wide_.data.data(), wide_.data.size(), out_.data.data());
   }
   // All-reduces the partial over `world` into the output as c's policy says: in f32 then one
   // rounding (reduce=f32), or rounded first and summed in T (reduce=storage).
@@ -128,8 +129,8 @@ class partial {
 // Reduce-scatters `in` (a partial in wide_t<T>, Σcounts elements) into out (T) as c's policy
 // says. \note collective over world.
 template <class T>
-void reduce_scatter(comm& world, const run_case& c, std::span<const wide_t<T>> in,
-                    std::span<T> out, const partition& parts, std::int64_t scale) {
+void reduce_scatter(comm& world, const run_case& c, std::span<const wide_t<T>> in, std::span<T> out,
+                    const partition& parts, std::int64_t scale) {
   if constexpr (!is_16bit_v<T>) {
     world.reduce_scatter_sum<T>(in, out, parts, scale);
   } else if (reduce_in_storage(c)) {
