@@ -1154,7 +1154,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--M", ex_m, "Rows of X (batch)")->required();
   explain->add_option("--N", ex_n, "Output features")->required();
   explain->add_option("--K", ex_k, "Input features")->required();
-  explain->add_option("--dtype", ex_dtype, "f32 or f64")->capture_default_str();
+  explain->add_option("--dtype", ex_dtype, "f32, f64, bf16 or f16 (16-bit: acc=f32 reduce=f32)")
+      ->capture_default_str();
   explain->add_option("--layout", ex_layout, "out_in or in_out")->capture_default_str();
   explain
       ->add_option("--backend", ex_backend,
