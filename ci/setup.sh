@@ -5,6 +5,8 @@ packages=(g++ cmake make pkg-config libopenmpi-dev openmpi-bin libopenblas-dev l
           libgtest-dev libbenchmark-dev libscalapack-openmpi-dev libcli11-dev nlohmann-json3-dev
           libpugixml-dev clang-format git python3-junitparser python3-numpy gnuplot-nox clang
           libclang-rt-14-dev)
+# Eigen's bfloat16 and half: the bf16 / f16 storage dtypes (reference/mixed.hpp).
+packages+=(libeigen3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

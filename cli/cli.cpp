@@ -148,6 +148,12 @@ int do_list(const catalogue& cat) {
     std::printf("; dtypes %s; layouts %s; modes %s%s\n", join(info.dtypes).c_str(),
                 join(info.layouts).c_str(), join(info.modes).c_str(),
                 info.uses_collectives ? "" : "; point-to-point only");
+    if (!info.policies.empty()) {
+      std::string pols;
+      for (const precision& pol : info.policies)
+        pols += (pols.empty() ? "" : ", ") + to_string(pol);
+      std::printf("  precision policies (bf16, f16): %s\n", pols.c_str());
+    }
     for (const auto& ps : info.params)
       std::printf("  parameter %s in [%lld, %lld], default %lld: %s\n", ps.name.c_str(),
                   static_cast<long long>(ps.min), static_cast<long long>(ps.max),
@@ -1161,7 +1167,8 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--M", ex_m, "Rows of X (batch)")->required();
   explain->add_option("--N", ex_n, "Output features")->required();
   explain->add_option("--K", ex_k, "Input features")->required();
-  explain->add_option("--dtype", ex_dtype, "f32 or f64")->capture_default_str();
+  explain->add_option("--dtype", ex_dtype, "f32, f64, bf16 or f16 (16-bit: acc=f32 reduce=f32)")
+      ->capture_default_str();
   explain->add_option("--layout", ex_layout, "out_in or in_out")->capture_default_str();
   explain
       ->add_option("--backend", ex_backend,

@@ -1217,6 +1217,10 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   prob.N = o.n;
   prob.K = o.k;
   prob.type = parse_dtype(o.dtype);
+  if (is_storage16(prob.type))
+    throw invalid_problem("--dtype " + o.dtype +
+                          ": compare runs f32 or f64 (bf16 and f16 storage is verify's, with a "
+                          "precision policy)");
   const par::backend backend = par::parse_backend(o.backend);
   if (!o.hidden.empty()) {
     prob.hidden = par::partition::parse(o.hidden).sizes();

@@ -13,8 +13,9 @@ std::string run_case::to_string() const {
      << " K=" << prob.K;
   if (!prob.hidden.empty())
     os << " H=" << partition(prob.hidden).to_string() << " act=" << shardcheck::to_string(prob.act);
-  os << " dtype=" << shardcheck::to_string(prob.type)
-     << " layout=" << shardcheck::to_string(prob.layout) << " mode=" << shardcheck::to_string(mode)
+  os << " dtype=" << shardcheck::to_string(prob.type);
+  if (is_storage16(prob.type)) os << ' ' << shardcheck::to_string(policy);
+  os << " layout=" << shardcheck::to_string(prob.layout) << " mode=" << shardcheck::to_string(mode)
      << " seed=" << seed << " backend=" << par::to_string(backend);
   for (const auto& [key, part] : parts) os << " part." << key << '=' << part.to_string();
   for (const auto& [key, value] : params) os << ' ' << key << '=' << value;
@@ -86,6 +87,10 @@ run_case run_case::parse(std::string_view line) {
       c.prob.act = parse_activation(value);
     } else if (key == "dtype") {
       c.prob.type = parse_dtype(value);
+    } else if (key == "acc") {
+      c.policy.acc = parse_dtype(value);
+    } else if (key == "reduce") {
+      c.policy.reduce = parse_dtype(value);
     } else if (key == "layout") {
       c.prob.layout = parse_weight_layout(value);
     } else if (key == "mode") {
@@ -107,6 +112,13 @@ run_case run_case::parse(std::string_view line) {
     throw invalid_problem("replay line: p=" + std::to_string(c.p) + ": p must be between 1 and " +
                           std::to_string(max_parts));
   c.prob.validate();
+  if (is_storage16(c.prob.type) || seen.count("acc") != 0 || seen.count("reduce") != 0) {
+    try {
+      validate_policy(c.prob.type, c.policy);
+    } catch (const invalid_problem& e) {
+      throw invalid_problem(std::string("replay line: ") + e.what());
+    }
+  }
   return c;
 }
 

@@ -33,7 +33,62 @@ environment::~environment() {
   if (owns_ && finalised == 0) MPI_Finalize();
 }
 
-MPI_Datatype mpi_type(dtype t) { return t == dtype::f32 ? MPI_FLOAT : MPI_DOUBLE; }
+namespace {
+
+MPI_Datatype make_2_byte_type() {
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &t), "MPI_Type_contiguous");
+  check_mpi(MPI_Type_commit(&t), "MPI_Type_commit");
+  return t;
+}
+
+template <class T>
+void add_16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = a[i] + b[i];
+}
+
+// MPI calls a user-defined op with the call's datatype: bf16's or f16's.
+void sum_16(void* in, void* inout, int* len, MPI_Datatype* type) {
+  if (*type == mpi_type<bfloat16_t>())
+    add_16<bfloat16_t>(in, inout, len, type);
+  else
+    add_16<half_t>(in, inout, len, type);
+}
+
+}  // namespace
+
+template <>
+MPI_Datatype mpi_type<bfloat16_t>() {
+  static const MPI_Datatype t = make_2_byte_type();
+  return t;
+}
+template <>
+MPI_Datatype mpi_type<half_t>() {
+  static const MPI_Datatype t = make_2_byte_type();
+  return t;
+}
+
+MPI_Datatype mpi_type(dtype t) {
+  switch (t) {
+    case dtype::f32: return MPI_FLOAT;
+    case dtype::bf16: return mpi_type<bfloat16_t>();
+    case dtype::f16: return mpi_type<half_t>();
+    case dtype::f64: break;
+  }
+  return MPI_DOUBLE;
+}
+
+MPI_Op sum_op(dtype t) {
+  if (!is_storage16(t)) return MPI_SUM;
+  static const MPI_Op op = [] {
+    MPI_Op o = MPI_OP_NULL;
+    check_mpi(MPI_Op_create(&sum_16, 1, &o), "MPI_Op_create");
+    return o;
+  }();
+  return op;
+}
 
 // ---- comm_handle ----------------------------------------------------------------------------
 

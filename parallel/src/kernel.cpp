@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "shardcheck/reference/mixed.hpp"
 #include "shardcheck/reference/stack.hpp"
 
 namespace shardcheck::par {
@@ -17,8 +18,20 @@ std::size_t checked_elements(std::size_t r, std::size_t c, std::size_t elem) {
 }
 
 any_matrix make_matrix(dtype t, std::size_t rows, std::size_t cols) {
-  return t == dtype::f32 ? make_matrix<float>(rows, cols) : make_matrix<double>(rows, cols);
+  switch (t) {
+    case dtype::f32: return make_matrix<float>(rows, cols);
+    case dtype::bf16: return make_matrix<bfloat16_t>(rows, cols);
+    case dtype::f16: return make_matrix<half_t>(rows, cols);
+    case dtype::f64: break;
+  }
+  return make_matrix<double>(rows, cols);
 }
+void throw_not_declared() {
+  throw invalid_problem(
+      "a bf16 / f16 case reached a kernel's visit: only kernels that declare precision policies "
+      "run them, through visit_mixed");
+}
+
 std::size_t rows_of(const any_matrix& m) {
   return std::visit([](const auto& v) { return v.rows; }, m);
 }
@@ -82,6 +95,11 @@ std::string name_of(tensor_slot s, const run_case& c) {
 
 bool kernel_info::supports(dtype t) const {
   return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end();
+}
+bool kernel_info::supports(dtype storage, const precision& p) const {
+  return supports(storage) && std::find(policies.begin(), policies.end(), p) != policies.end() &&
+         (p.acc == dtype::f32 || p.acc == storage) &&
+         (p.reduce == dtype::f32 || p.reduce == storage);
 }
 bool kernel_info::supports(weight_layout l) const {
   return std::find(layouts.begin(), layouts.end(), l) != layouts.end();
@@ -228,6 +246,19 @@ void complete_and_validate(const kernel& s, run_case& c) {
                           " is not supported");
   if (!info.supports(c.mode))
     throw invalid_problem(who + "mode " + std::string(to_string(c.mode)) + " is not supported");
+  if (is_storage16(c.prob.type)) {
+    validate_policy(c.prob.type, c.policy);
+    if (!info.supports(c.prob.type, c.policy))
+      throw invalid_problem(who + "dtype=" + std::string(to_string(c.prob.type)) + " " +
+                            to_string(c.policy) + " is not a declared precision policy");
+    if (c.prob.layers() > 1)
+      throw invalid_problem(who + "a stack in " + std::string(to_string(c.prob.type)) +
+                            " (16-bit storage runs single layers)");
+    // f16's largest finite value is 65504: wide data (to 2¹⁷) and cancel's 2¹² terms overflow.
+    if (c.prob.type == dtype::f16 && (c.mode == value_mode::wide || c.mode == value_mode::cancel))
+      throw invalid_problem(who + "mode " + std::string(to_string(c.mode)) +
+                            " overflows f16 (its largest value is 65504)");
+  }
   if (c.prob.layers() > info.max_layers)
     throw invalid_problem(who + "a stack of " + std::to_string(c.prob.layers()) +
                           " layers (H=...), but the kernel runs at most " +
@@ -242,8 +273,8 @@ void complete_and_validate(const kernel& s, run_case& c) {
     if (!why.empty()) throw invalid_problem(who + "exact mode would round: " + why);
   }
   // exact mode: products are multiples of 2⁻⁶ of magnitude ≤ 1, so a sum of k of them is exact
-  // while k·2⁶ fits the significand (2²⁴ or 2⁵³).
-  const std::int64_t exact_limit = c.prob.type == dtype::f32 ? (1 << 18) : (std::int64_t{1} << 47);
+  // while k·2⁶ fits the significand (2²⁴ or 2⁵³); bf16 and f16 use coarser values (mixed.hpp).
+  const std::int64_t exact_limit = ref::exact_limit(c.prob.type);
   if (c.mode == value_mode::exact && std::max({c.prob.M, c.prob.N, c.prob.K}) > exact_limit)
     throw invalid_problem(who + "exact mode needs M, N, K ≤ " + std::to_string(exact_limit) +
                           " in " + std::string(to_string(c.prob.type)) + " (sums stay exact)");

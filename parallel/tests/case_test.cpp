@@ -40,7 +40,30 @@ TEST(run_case, rejects_malformed_lines_with_clear_errors) {
   for (const char* bad :
        {"garbage", "strategy=dp p=x M=1 N=1 K=1", "strategy=dp p=1 M=-1 N=1 K=1",
         "strategy=dp p=1 M=1 N=1", "strategy=dp p=0 M=1 N=1 K=1", "strategy=dp p=1 p=2 M=1 N=1 K=1",
-        "strategy=dp p=1 M=1 N=1 K=1 dtype=f16", "strategy=dp p=1 M=1 N=1 K=1 part.M=1,x", "=3"})
+        "strategy=dp p=1 M=1 N=1 K=1 dtype=f8", "strategy=dp p=1 M=1 N=1 K=1 part.M=1,x", "=3"})
+    EXPECT_THROW((void)run_case::parse(bad), invalid_problem) << bad;
+}
+
+TEST(run_case, carries_a_precision_policy_for_16_bit_storage) {
+  const std::string line =
+      "strategy=row_parallel p=2 M=4 N=3 K=8 dtype=bf16 acc=f32 reduce=bf16 layout=out_in "
+      "mode=uniform seed=1 backend=native part.K=4,4 scatter=0";
+  const run_case c = run_case::parse(line);
+  EXPECT_EQ(c.to_string(), line);
+  EXPECT_EQ(c.policy, (precision{dtype::f32, dtype::bf16}));
+  // Without acc= and reduce=: both f32, printed.
+  const run_case d = run_case::parse("strategy=row_parallel p=1 M=1 N=1 K=1 dtype=f16");
+  EXPECT_NE(d.to_string().find("dtype=f16 acc=f32 reduce=f32 "), std::string::npos);
+  // An f32 case prints no policy.
+  EXPECT_EQ(run_case::parse("strategy=dp p=1 M=1 N=1 K=1 dtype=f32").to_string().find("acc="),
+            std::string::npos);
+}
+
+TEST(run_case, rejects_a_policy_that_does_not_fit_the_dtype) {
+  for (const char* bad : {"strategy=dp p=1 M=1 N=1 K=1 dtype=f32 acc=f32",
+                          "strategy=dp p=1 M=1 N=1 K=1 dtype=bf16 reduce=f16",
+                          "strategy=dp p=1 M=1 N=1 K=1 dtype=f16 acc=f64",
+                          "strategy=dp p=1 M=1 N=1 K=1 dtype=bf16 acc=half"})
     EXPECT_THROW((void)run_case::parse(bad), invalid_problem) << bad;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "shardcheck/reference/mixed.hpp"
 #include "shardcheck/reference/stack.hpp"
 
 namespace shardcheck::prop {
@@ -63,6 +64,20 @@ std::vector<value_mode> other_modes(const par::kernel_info& info, value_mode m) 
   if (out.empty()) out.push_back(m);
   return out;
 }
+// A bf16 / f16 case: one of the kernel's declared policies for its dtype, and a mode the dtype
+// holds (f16 overflows wide and cancel data; exact mode's sums stay exact to ref::exact_limit).
+void draw_policy(const par::kernel_info& info, par::run_case& c) {
+  std::vector<precision> declared;
+  for (const precision& pol : info.policies)
+    if (info.supports(c.prob.type, pol)) declared.push_back(pol);
+  if (declared.empty()) return;  // complete_and_validate names the missing policy
+  c.policy = *rc::gen::elementOf(declared);
+  const bool overflows =
+      c.prob.type == dtype::f16 && (c.mode == value_mode::wide || c.mode == value_mode::cancel);
+  const bool rounds = c.mode == value_mode::exact &&
+                      std::max({c.prob.M, c.prob.N, c.prob.K}) > ref::exact_limit(c.prob.type);
+  if ((overflows || rounds) && info.supports(value_mode::uniform)) c.mode = value_mode::uniform;
+}
 }  // namespace
 
 rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins& pins) {
@@ -91,6 +106,7 @@ rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins
         c.prob.type = *rc::gen::elementOf(info.dtypes);
         c.prob.layout = *rc::gen::elementOf(info.layouts);
         c.mode = *rc::gen::elementOf(info.modes);
+        if (is_storage16(c.prob.type)) draw_policy(info, c);
         // Hidden widths and the activation only for strategies that run stacks.
         if (info.max_layers > 1) {
           const auto layers = *rc::gen::inRange(info.min_layers, info.max_layers + 1);

@@ -18,6 +18,7 @@
 #include "shardcheck/reference/check.hpp"
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/mixed.hpp"
 #include "shardcheck/reference/stack.hpp"
 
 namespace shardcheck::prop {
@@ -120,7 +121,12 @@ matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t row0, std
 
 any_matrix generate_block(const par::run_case& c, const par::tensor_plan& t) {
   const auto rows = par::runs_of_rows(t.region), cols = par::runs_of_cols(t.region);
-  if (c.prob.type == dtype::f32) return generate<float>(c, t.slot, rows, cols);
+  switch (c.prob.type) {
+    case dtype::f32: return generate<float>(c, t.slot, rows, cols);
+    case dtype::bf16: return generate<bfloat16_t>(c, t.slot, rows, cols);
+    case dtype::f16: return generate<half_t>(c, t.slot, rows, cols);
+    case dtype::f64: break;
+  }
   return generate<double>(c, t.slot, rows, cols);
 }
 
@@ -362,6 +368,149 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   else
     os << ", bound " << bad->bound << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref
        << "), error = " << bad->ratio << "·u·mag";
+  if (!bad->reason.empty()) os << " [" << bad->reason << "]";
+  return os.str();
+}
+
+// --- 16-bit storage (reference/mixed.hpp): the reference in f32 on widened inputs, judged by the
+// window around its f32 value ------------------------------------------------------------------
+
+template <class T>
+matrix<float> widened(const matrix<T>& m) {
+  matrix<float> out(m.rows, m.cols);
+  ref::widen<T>(m.data.data(), m.data.size(), out.data.data());
+  return out;
+}
+
+// The f32 value b (before rounding to T) of block b of output t, and its magnitude product, from
+// the inputs generated in T and widened (products exact in f32), summed on OpenBLAS's sgemm.
+template <class T>
+expectation expect_widened(const par::run_case& c, tensor t, const block& b) {
+  const auto& p = c.prob;
+  const bool out_in = p.layout == weight_layout::out_in;
+  const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
+  expectation e;
+  e.value = par::make_matrix<float>(rows, cols);
+  e.mag.assign(rows * cols, 0.0);
+  float* out = std::get<matrix<float>>(e.value).data.data();
+  const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
+  if (t == tensor::y) {
+    const auto x = widened(generate<T>(c, tensor::x, b_rows, whole(p.K)));
+    const auto w = widened(out_in ? generate<T>(c, tensor::w, b_cols, whole(p.K))
+                                  : generate<T>(c, tensor::w, whole(p.K), b_cols));
+    const auto k = static_cast<std::size_t>(p.K);
+    ref::linear_forward<float>(p.layout, rows, cols, k, x.data.data(), w.data.data(), out);
+    ref::magnitude_forward<float>(p.layout, rows, cols, k, x.data.data(), w.data.data(),
+                                  e.mag.data());
+    e.k_ref = p.K;
+  } else if (t == tensor::dx) {
+    const auto dy = widened(generate<T>(c, tensor::dy, b_rows, whole(p.N)));
+    const auto w = widened(out_in ? generate<T>(c, tensor::w, whole(p.N), b_cols)
+                                  : generate<T>(c, tensor::w, b_cols, whole(p.N)));
+    const auto n = static_cast<std::size_t>(p.N);
+    ref::linear_backward_dx<float>(p.layout, rows, n, cols, dy.data.data(), w.data.data(), out);
+    ref::magnitude_backward_dx<float>(p.layout, rows, n, cols, dy.data.data(), w.data.data(),
+                                      e.mag.data());
+    e.k_ref = p.N;
+  } else {
+    const auto& n_runs = out_in ? b_rows : b_cols;
+    const auto& k_runs = out_in ? b_cols : b_rows;
+    const std::int64_t nn = out_in ? b.rows : b.cols, kk = out_in ? b.cols : b.rows;
+    const auto dy = widened(generate<T>(c, tensor::dy, whole(p.M), n_runs));
+    const auto x = widened(generate<T>(c, tensor::x, whole(p.M), k_runs));
+    const auto m = static_cast<std::size_t>(p.M);
+    const auto n_out = static_cast<std::size_t>(nn), k_in = static_cast<std::size_t>(kk);
+    ref::linear_backward_dw<float>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(), out);
+    ref::magnitude_backward_dw<float>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(),
+                                      e.mag.data());
+    e.k_ref = p.M;
+  }
+  return e;
+}
+
+std::int64_t reduced_of(const par::chain_lengths& l, tensor t) {
+  return t == tensor::y ? l.reduced.y : t == tensor::dx ? l.reduced.dx : l.reduced.dw;
+}
+
+// The rounding events of a bf16 / f16 case for the statistical tier's union bound: every
+// element of every output, once (a replica is the same computation), × its two chains (this
+// kernel's and the reference's). Y (M×N): k_y + K; dX (M×K): k_dx + N; dW (N×K): k_dw + M.
+double mixed_events(const par::run_case& c, std::span<const par::chain_lengths> chains) {
+  const auto& p = c.prob;
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  const par::chain_lengths& l = chains.front();
+  return d(p.M) * d(p.N) * d(l.y + p.K) + d(p.M) * d(p.K) * d(l.dx + p.N) +
+         d(p.N) * d(p.K) * d(l.dw + p.M);
+}
+
+// Judges output t of a bf16 / f16 case (a single layer): got within the window of its policy's
+// chains around the reference's f32 value (bitwise round(b) in exact mode), then within the
+// statistical tier's narrower window ("[statistical]" in the message).
+template <class T>
+std::string judge_mixed(const par::run_case& c, const par::tensor_plan& t,
+                        const any_matrix& got_any, std::span<const par::chain_lengths> chains,
+                        int rank, const std::vector<int>& coords, double& worst_error) {
+  const auto& got = std::get<matrix<T>>(got_any);
+  const block& b = t.region;
+  if (static_cast<std::int64_t>(got.rows) != b.rows ||
+      static_cast<std::int64_t>(got.cols) != b.cols) {
+    std::ostringstream os;
+    os << t.name << " on rank " << rank << " is " << got.rows << "×" << got.cols
+       << ", its placement says " << b.rows << "×" << b.cols;
+    return os.str();
+  }
+  if (b.rows == 0 || b.cols == 0) return {};
+  const expectation e = expect_widened<T>(c, t.slot.t, b);
+  const auto& want = std::get<matrix<float>>(e.value);
+  const std::int64_t k_par = chain_of(chains.front(), t.slot.t);
+  const std::int64_t k_red = std::min(reduced_of(chains.front(), t.slot.t), k_par);
+  const double f_par = ref::policy_factor(k_par - k_red, k_red, c.prob.type, c.policy);
+  const double f_ref = ref::gamma(e.k_ref, dtype::f32);
+  const double u = ref::unit_roundoff(c.prob.type);
+  for (std::size_t i = 0; i < got.data.size(); ++i) {
+    const double g = static_cast<float>(got.data[i]), w = want.data[i];
+    if (std::isfinite(g) && std::isfinite(w) && e.mag[i] > 0)
+      worst_error = std::max(worst_error, std::abs(g - w) / (u * e.mag[i]));
+  }
+  const bool bitwise = c.mode == value_mode::exact;
+  auto bad =
+      ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
+                             want.cols, e.mag.data(), want.cols, f_par + f_ref, e.k_ref, bitwise);
+  // The statistical tier (bound.hpp): the same window with γ̃_k(λ) for every chain, λ from the
+  // case's rounding events (every output element of the case × both chains) so that a correct
+  // kernel trips it on a case with probability at most 1e-9.
+  double lambda = 0, events = 0;
+  const bool statistical = !bad && !bitwise;
+  if (statistical) {
+    events = mixed_events(c, chains);
+    const double u_max =
+        std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
+    lambda = ref::lambda_for(events, 1e-9, u_max);
+    const double f_tilde =
+        ref::policy_factor_statistical(k_par - k_red, k_red, c.prob.type, c.policy, lambda) +
+        ref::gamma_tilde(e.k_ref, ref::unit_roundoff(dtype::f32), lambda);
+    bad = ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
+                                 want.cols, e.mag.data(), want.cols, f_tilde, e.k_ref, false);
+    if (bad && bad->reason == "window") bad->reason = "statistical";
+  }
+  if (!bad) return {};
+  std::ostringstream os;
+  os.precision(17);
+  os << where(t.name, b, rank, coords, bad->row, bad->col) << ": got " << bad->got << ", expected "
+     << bad->expected << " (the f32 reference " << want.data[bad->row * want.cols + bad->col]
+     << " rounded to " << to_string(c.prob.type) << ")";
+  if (bitwise)
+    os << " (exact mode: bitwise equality required)";
+  else
+    os << ", " << (statistical ? "statistical " : "") << "window ±" << bad->bound
+       << " around the f32 reference (" << to_string(c.policy) << ", k_par=" << k_par
+       << " of which reduced " << k_red << ", k_ref=" << e.k_ref << "), error = " << bad->ratio
+       << "·u·mag";
+  if (statistical) {
+    const double err = std::abs(bad->got - want.data[bad->row * want.cols + bad->col]);
+    os << " = " << (bad->bound > 0 ? err / bad->bound : INFINITY) << "·bound (λ = " << lambda
+       << ", false-alarm probability " << ref::false_alarm(events, lambda, 0x1p-24) << ")";
+  }
   if (!bad->reason.empty()) os << " [" << bad->reason << "]";
   return os.str();
 }
@@ -618,8 +767,8 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
   const bool judgeable = ran && (cl->chains.has_value() || c.mode == value_mode::exact);
   const auto takes_part = [&](const tensor_slot& t) {
     const property p = t.t == tensor::y ? property::forward : property::backward;
-    return judgeable && !stack && run.on(p) && (*plan)[t].region.rows > 0 &&
-           (*plan)[t].region.cols > 0;
+    return judgeable && !stack && !is_storage16(c.prob.type) && run.on(p) &&
+           (*plan)[t].region.rows > 0 && (*plan)[t].region.cols > 0;
   };
   std::vector<std::uint64_t> mine(outputs.size() * share_fields, 0), all;
   for (std::size_t i = 0; ran && i < outputs.size(); ++i)
@@ -650,6 +799,16 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     if (ran && run.on(prop) && !judgeable) run.not_claimed(prop);
     if (!ran || !run.on(prop) || !judgeable) continue;
     const par::tensor_plan& tp = (*plan)[t];
+    if (is_storage16(c.prob.type)) {  // judged against its own widened reference, unshared
+      const std::string bad_16 =
+          c.prob.type == dtype::bf16
+              ? judge_mixed<bfloat16_t>(c, tp, got->out(t), chains, run.rank, plan->coords,
+                                        run.v.worst_error)
+              : judge_mixed<half_t>(c, tp, got->out(t), chains, run.rank, plan->coords,
+                                    run.v.worst_error);
+      if (!bad_16.empty()) run.fail(prop, bad_16);
+      continue;
+    }
     try {
       expectation e;
       std::string error;

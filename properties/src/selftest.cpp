@@ -87,6 +87,17 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
       r.message = rep.failure.message;
       r.replay = replay_command(program, par::run_case::parse(rep.replay), so.mask);
     }
+    // The cell's targeted cases (sizes the generators do not draw), each run once.
+    for (const std::string& line : c.targeted) {
+      par::run_case tc = par::run_case::parse(line);
+      par::complete_and_validate(*c.s.k, tc);
+      const case_verdict v = d.run(tc, so.mask);
+      ++r.cases;
+      if (v.failed == 0) continue;
+      r.caught |= v.failed;
+      if (r.message.empty()) r.message = v.message;
+      if (r.replay.empty()) r.replay = replay_command(program, tc, so.mask);
+    }
     // An old mutant's own property, if the all-property run's smallest case does not show it.
     for (const property p : expected_of(c.name)) {
       const auto bit = static_cast<unsigned>(p);

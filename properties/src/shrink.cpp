@@ -168,6 +168,19 @@ std::vector<run_case> simpler(const run_case& c, const par::kernel& k, const cas
     out.add(d);
   }
 
+  // 16-bit storage and its policy: f32 (no policy) where the kernel runs it, else the f32
+  // reduction.
+  if (is_storage16(c.prob.type)) {
+    run_case d = c;
+    d.prob.type = dtype::f32;
+    d.policy = {};
+    if (!info.supports(dtype::f32) || !out.try_add(d)) {
+      d = c;
+      d.policy = par::f32_policy;
+      if (!(d.policy == c.policy)) out.add(d);
+    }
+  }
+
   if (c.backend != par::backend::mpi && !pins.backend) {
     run_case d = c;
     d.backend = par::backend::mpi;

@@ -6,7 +6,15 @@
 
 namespace shardcheck::ref {
 
-double unit_roundoff(dtype t) { return t == dtype::f32 ? 0x1p-24 : 0x1p-53; }
+double unit_roundoff(dtype t) {
+  switch (t) {
+    case dtype::f32: return 0x1p-24;
+    case dtype::f64: return 0x1p-53;
+    case dtype::bf16: return 0x1p-8;
+    case dtype::f16: return 0x1p-11;
+  }
+  return 0x1p-53;
+}
 
 double gamma(std::int64_t k, dtype t) {
   if (k <= 0) return 0.0;

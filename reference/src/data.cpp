@@ -3,6 +3,9 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
+
+#include "shardcheck/reference/mixed.hpp"
 
 namespace shardcheck::ref {
 
@@ -26,52 +29,76 @@ constexpr std::uint64_t finish(std::uint64_t prefix, std::uint64_t col) {
 // Uniform integer in [0, n) from the top 32 bits of h.
 constexpr std::uint64_t below(std::uint64_t h, std::uint64_t n) { return ((h >> 32) * n) >> 32; }
 
+// C computes the value with D significand bits: D = digits of T, C = T, except for the 16-bit
+// storage dtypes, computed in float with their own D (8 for bf16, 11 for f16) and then stored
+// exactly.
 template <class T>
 constexpr int digits = std::numeric_limits<T>::digits;
 
-// j · 2^-p with p = digits<T>: [0, 1) with every significand bit random.
-template <class T>
-T unit(std::uint64_t h) {
-  return std::ldexp(static_cast<T>(h >> (64 - digits<T>)), -digits<T>);
+// j · 2^-D: [0, 1) with every significand bit random.
+template <class C, int D>
+C unit(std::uint64_t h) {
+  return std::ldexp(static_cast<C>(h >> (64 - D)), -D);
 }
 
-// 1 + f · 2^-(p-1): [1, 2) with every fraction bit random.
-template <class T>
-T one_two(std::uint64_t h) {
-  return T(1) + std::ldexp(static_cast<T>(h >> (64 - (digits<T> - 1))), 1 - digits<T>);
+// 1 + f · 2^-(D-1): [1, 2) with every fraction bit random.
+template <class C, int D>
+C one_two(std::uint64_t h) {
+  return C(1) + std::ldexp(static_cast<C>(h >> (64 - (D - 1))), 1 - D);
 }
 
-template <class T>
-T sign(std::uint64_t h, T v) {
+template <class C>
+C sign(std::uint64_t h, C v) {
   return (h & 1) ? -v : v;
 }
 
+template <class C, int D>
+C uniform(std::uint64_t h) {
+  const auto j = static_cast<std::int64_t>(h >> (64 - D));
+  return std::ldexp(static_cast<C>(j - (std::int64_t{1} << (D - 1))), 1 - D);
+}
+
+// Exact mode's values: multiples of 1/8 in [-1, 1] in f32 and f64; in the 16-bit dtypes, coarser
+// so that sums of up to exact_limit(t) products stay exact in the storage dtype itself (partial
+// sums sent in it included): bf16 {-1, 0, 1} (integer sums, exact up to 2^8), f16 multiples of
+// 1/2 (sums multiples of 1/4, exact up to 2^11 / 4 = 512 terms).
 template <class T>
-T uniform(std::uint64_t h) {
-  const auto j = static_cast<std::int64_t>(h >> (64 - digits<T>));
-  return std::ldexp(static_cast<T>(j - (std::int64_t{1} << (digits<T> - 1))), 1 - digits<T>);
+float exact_value(std::uint64_t h) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>)
+    return static_cast<float>(static_cast<int>(below(h, 3)) - 1);
+  else if constexpr (std::is_same_v<T, Eigen::half>)
+    return static_cast<float>(static_cast<int>(below(h, 5)) - 2) / 2.0f;
+  else
+    return static_cast<float>(static_cast<int>(below(h, 17)) - 8) / 8.0f;
 }
 
 template <class T>
 T from_hash(value_mode mode, std::uint64_t h) {
+  using C = wide_t<T>;
+  constexpr int D = digits<T>;
   const std::uint64_t h2 = mix(h ^ 0x5851f42d4c957f2dULL);
+  C v = C(0);
   switch (mode) {
-    case value_mode::exact: return static_cast<T>(static_cast<int>(below(h, 17)) - 8) / T(8);
-    case value_mode::uniform: return uniform<T>(h);
+    case value_mode::exact: v = static_cast<C>(exact_value<T>(h)); break;
+    case value_mode::uniform: v = uniform<C, D>(h); break;
     case value_mode::wide:
-      return sign(h2, std::ldexp(one_two<T>(h), static_cast<int>(below(h2, 33)) - 16));
-    case value_mode::cancel: return sign(h2, (h2 & 2) ? std::ldexp(one_two<T>(h), 12) : unit<T>(h));
+      v = sign(h2, std::ldexp(one_two<C, D>(h), static_cast<int>(below(h2, 33)) - 16));
+      break;
+    case value_mode::cancel:
+      v = sign(h2, (h2 & 2) ? std::ldexp(one_two<C, D>(h), 12) : unit<C, D>(h));
+      break;
     case value_mode::nonfinite:
+      v = uniform<C, D>(h);
       if ((h2 & 31) == 0) {
         switch (below(h2, 3)) {
-          case 0: return std::numeric_limits<T>::quiet_NaN();
-          case 1: return std::numeric_limits<T>::infinity();
-          default: return -std::numeric_limits<T>::infinity();
+          case 0: v = std::numeric_limits<C>::quiet_NaN(); break;
+          case 1: v = std::numeric_limits<C>::infinity(); break;
+          default: v = -std::numeric_limits<C>::infinity(); break;
         }
       }
-      return uniform<T>(h);
+      break;
   }
-  return T(0);
+  return static_cast<T>(v);
 }
 
 }  // namespace
@@ -110,5 +137,14 @@ template void fill_block<float>(value_mode, std::uint64_t, std::uint32_t, std::u
                                 std::uint64_t, std::uint64_t, std::uint64_t, float*, std::size_t);
 template void fill_block<double>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
                                  std::uint64_t, std::uint64_t, std::uint64_t, double*, std::size_t);
+template bfloat16_t element<bfloat16_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                                        std::uint64_t);
+template half_t element<half_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                                std::uint64_t);
+template void fill_block<bfloat16_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                                     std::uint64_t, std::uint64_t, std::uint64_t, bfloat16_t*,
+                                     std::size_t);
+template void fill_block<half_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                                 std::uint64_t, std::uint64_t, std::uint64_t, half_t*, std::size_t);
 
 }  // namespace shardcheck::ref

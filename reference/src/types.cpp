@@ -1,6 +1,7 @@
 #include "shardcheck/reference/types.hpp"
 
 #include <string>
+#include <utility>
 
 namespace shardcheck {
 
@@ -8,8 +9,25 @@ std::string_view to_string(dtype t) {
   switch (t) {
     case dtype::f32: return "f32";
     case dtype::f64: return "f64";
+    case dtype::bf16: return "bf16";
+    case dtype::f16: return "f16";
   }
   return "?";
+}
+
+std::string to_string(const precision& p) {
+  return "acc=" + std::string(to_string(p.acc)) + " reduce=" + std::string(to_string(p.reduce));
+}
+
+void validate_policy(dtype storage, const precision& p) {
+  if (!is_storage16(storage))
+    throw invalid_problem("acc= and reduce= are only for dtype=bf16 or f16, not " +
+                          std::string(to_string(storage)));
+  for (const auto& [name, t] : {std::pair{"acc", p.acc}, std::pair{"reduce", p.reduce}})
+    if (t != dtype::f32 && t != storage)
+      throw invalid_problem(std::string(name) + "=" + std::string(to_string(t)) +
+                            " with dtype=" + std::string(to_string(storage)) +
+                            ": it must be f32 or " + std::string(to_string(storage)));
 }
 
 std::string_view to_string(weight_layout l) {
@@ -43,9 +61,9 @@ namespace {
 }  // namespace
 
 dtype parse_dtype(std::string_view s) {
-  for (dtype t : {dtype::f32, dtype::f64})
+  for (dtype t : {dtype::f32, dtype::f64, dtype::bf16, dtype::f16})
     if (s == to_string(t)) return t;
-  unknown("dtype", s, "f32|f64");
+  unknown("dtype", s, "f32|f64|bf16|f16");
 }
 
 weight_layout parse_weight_layout(std::string_view s) {

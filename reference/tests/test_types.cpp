@@ -33,8 +33,11 @@ TEST(types, parse_errors_name_the_accepted_spellings) {
   EXPECT_THROW((void)parse_dtype("float"), invalid_problem);
   EXPECT_THROW((void)parse_weight_layout("OUT_IN"), invalid_problem);
   EXPECT_THROW((void)parse_value_mode(""), invalid_problem);
-  EXPECT_NE(message_of([] { (void)parse_dtype("f16"); }).find("f32|f64"), std::string::npos);
-  EXPECT_NE(message_of([] { (void)parse_dtype("f16"); }).find("f16"), std::string::npos);
+  EXPECT_NE(message_of([] { (void)parse_dtype("f8"); }).find("f32|f64|bf16|f16"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { (void)parse_dtype("f8"); }).find("f8"), std::string::npos);
+  EXPECT_EQ(parse_dtype("bf16"), dtype::bf16);
+  EXPECT_EQ(parse_dtype("f16"), dtype::f16);
   EXPECT_NE(message_of([] { (void)parse_weight_layout("nk"); }).find("out_in|in_out"),
             std::string::npos);
   EXPECT_NE(message_of([] {

@@ -28,5 +28,8 @@ schedule all_reduce(channel ch, std::span<T> buffer, std::span<int> counts, std:
 
 template schedule all_reduce<float>(channel, std::span<float>, std::span<int>, std::span<int>);
 template schedule all_reduce<double>(channel, std::span<double>, std::span<int>, std::span<int>);
+template schedule all_reduce<bfloat16_t>(channel, std::span<bfloat16_t>, std::span<int>,
+                                         std::span<int>);
+template schedule all_reduce<half_t>(channel, std::span<half_t>, std::span<int>, std::span<int>);
 
 }  // namespace shardcheck::par::native

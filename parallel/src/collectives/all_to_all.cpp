@@ -28,5 +28,11 @@ template void all_to_all<float>(channel&, const float*, std::span<const int>, st
 template void all_to_all<double>(channel&, const double*, std::span<const int>,
                                  std::span<const int>, double*, std::span<const int>,
                                  std::span<const int>);
+template void all_to_all<bfloat16_t>(channel&, const bfloat16_t*, std::span<const int>,
+                                     std::span<const int>, bfloat16_t*, std::span<const int>,
+                                     std::span<const int>);
+template void all_to_all<half_t>(channel&, const half_t*, std::span<const int>,
+                                 std::span<const int>, half_t*, std::span<const int>,
+                                 std::span<const int>);
 
 }  // namespace shardcheck::par::native

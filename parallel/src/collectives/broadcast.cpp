@@ -55,5 +55,7 @@ void broadcast(channel& ch, std::span<T> buffer, int root) {
 
 template void broadcast<float>(channel&, std::span<float>, int);
 template void broadcast<double>(channel&, std::span<double>, int);
+template void broadcast<bfloat16_t>(channel&, std::span<bfloat16_t>, int);
+template void broadcast<half_t>(channel&, std::span<half_t>, int);
 
 }  // namespace shardcheck::par::native

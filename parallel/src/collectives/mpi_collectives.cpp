@@ -82,11 +82,11 @@ class mpi_collectives final : public collectives {
                   "MPI_Allgatherv");
         break;
       case collective::all_reduce:
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, c.out, n, t, MPI_SUM, c_), "MPI_Allreduce");
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, c.out, n, t, sum_op(c.type), c_), "MPI_Allreduce");
         break;
       case collective::reduce_scatter:
         native::to_ints(c.counts, counts_a_, displs_a_);
-        check_mpi(MPI_Reduce_scatter(c.in, c.out, counts_a_.data(), t, MPI_SUM, c_),
+        check_mpi(MPI_Reduce_scatter(c.in, c.out, counts_a_.data(), t, sum_op(c.type), c_),
                   "MPI_Reduce_scatter");
         break;
       case collective::broadcast: check_mpi(MPI_Bcast(c.out, n, t, c.root, c_), "MPI_Bcast"); break;
@@ -118,12 +118,13 @@ class mpi_collectives final : public collectives {
         break;
       case collective::reduce_scatter:
         native::to_ints(c.counts, counts_nb_, displs_nb_);
-        check_mpi(MPI_Ireduce_scatter(c.in, c.out, counts_nb_.data(), t, MPI_SUM, c_, &request_),
-                  "MPI_Ireduce_scatter");
+        check_mpi(
+            MPI_Ireduce_scatter(c.in, c.out, counts_nb_.data(), t, sum_op(c.type), c_, &request_),
+            "MPI_Ireduce_scatter");
         break;
       case collective::all_reduce:
-        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, c.out, static_cast<int>(c.count), t, MPI_SUM, c_,
-                                 &request_),
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, c.out, static_cast<int>(c.count), t, sum_op(c.type),
+                                 c_, &request_),
                   "MPI_Iallreduce");
         break;
       default:

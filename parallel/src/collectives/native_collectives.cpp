@@ -17,7 +17,12 @@ constexpr std::size_t scratch_bytes = std::size_t{1} << 20;
 // f(std::type_identity<T>{}) with T the element type of t.
 template <class F>
 decltype(auto) typed(dtype t, F&& f) {
-  if (t == dtype::f32) return f(std::type_identity<float>{});
+  switch (t) {
+    case dtype::f32: return f(std::type_identity<float>{});
+    case dtype::bf16: return f(std::type_identity<bfloat16_t>{});
+    case dtype::f16: return f(std::type_identity<half_t>{});
+    case dtype::f64: break;
+  }
   return f(std::type_identity<double>{});
 }
 

@@ -19,5 +19,9 @@ template schedule reduce_scatter<float>(channel, const float*, float*, std::span
                                         std::span<const int>);
 template schedule reduce_scatter<double>(channel, const double*, double*, std::span<const int>,
                                          std::span<const int>);
+template schedule reduce_scatter<bfloat16_t>(channel, const bfloat16_t*, bfloat16_t*,
+                                             std::span<const int>, std::span<const int>);
+template schedule reduce_scatter<half_t>(channel, const half_t*, half_t*, std::span<const int>,
+                                         std::span<const int>);
 
 }  // namespace shardcheck::par::native

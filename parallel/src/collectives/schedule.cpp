@@ -244,6 +244,9 @@ void schedule::wait() {
   template schedule schedule::tree<T>(channel, std::span<T>);
 SHARDCHECK_SCHEDULE_INSTANTIATE(float)
 SHARDCHECK_SCHEDULE_INSTANTIATE(double)
+// Sums in the storage dtype (reduce=bf16 / f16): each addition widens, adds in f32 and rounds.
+SHARDCHECK_SCHEDULE_INSTANTIATE(bfloat16_t)
+SHARDCHECK_SCHEDULE_INSTANTIATE(half_t)
 #undef SHARDCHECK_SCHEDULE_INSTANTIATE
 
 }  // namespace shardcheck::par::native

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "shardcheck/reference/gemm.hpp"
+#include "strategies/mixed_ops.hpp"
 
 namespace shardcheck::par {
 
@@ -13,6 +14,8 @@ column_parallel::column_parallel() {
       "sharded); dX all-reduced";
   info_.params = {
       {"gather", 0, 1, 1, "1: all-gather Y to every rank (R); 0: leave Y sharded (S(1))"}};
+  info_.dtypes.insert(info_.dtypes.end(), {dtype::bf16, dtype::f16});
+  info_.policies = mixed::reducing_policies();
 }
 
 layout column_parallel::placement(tensor_slot t, const run_case& c) const {
@@ -45,31 +48,45 @@ claims column_parallel::cost(const run_case& c, std::span<const int> coords) con
   } else {
     peak.forward = m * cols.size(r) * s;
   }
-  log.backward.push_back(all_reduce_entry(c.backend, m * k, r, c.p, es));
+  log.backward.push_back(all_reduce_entry(c.backend, m * k, r, c.p, mixed::reduce_bytes(c)));
   peak.backward = (m * k + cols.size(r) * k) * s;
+  if (is_storage16(c.prob.type)) {
+    // f32 copies of one product's inputs and its f32 partial.
+    const std::int64_t nr = cols.size(r);
+    peak.forward += (m * k + nr * k + m * nr) * 4;
+    peak.backward += (m * nr + std::max(nr * k, m * k) + std::max(m * k, nr * k)) * 4;
+  }
   const std::int64_t depth = reduction_depth(c.backend, collective::all_reduce, c.p, m * k);
-  out.chains = {{k, cols.max_size() + depth, m}};
+  out.chains = {{k, cols.max_size() + depth, m, {.dx = depth}}};
   return out;
 }
 
 void column_parallel::forward(context& ctx, const run_case& c, const forward_io& io) const {
-  io.visit([&]<class T>(const matrix<T>& x, weights<T> w, matrix<T>& y) {
+  io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> w, matrix<T>& y) {
     comm& world = ctx.grid.axis(0);
     const partition& cols = c.part("N");
     const int r = world.rank();
     const auto m = static_cast<std::size_t>(c.prob.M), k = static_cast<std::size_t>(c.prob.K);
     const auto mine = static_cast<std::size_t>(cols.size(r));
+    // This rank's M×n_r block at `out`, through an f32 partial for a 16-bit T.
+    const auto local = [&](T* out) {
+      if constexpr (is_16bit_v<T>) {
+        mem::tracked_vector<float> part(m * mine);
+        mixed::forward<T>(c.prob.layout, m, mine, k, x.data.data(), w[0].data.data(), part.data());
+        ref::narrow<T>(part.data(), part.size(), out);
+      } else {
+        ref::linear_forward<T>(c.prob.layout, m, mine, k, x.data.data(), w[0].data.data(), out);
+      }
+    };
     if (c.param("gather") == 0) {
       y = matrix<T>(m, mine);
-      ref::linear_forward<T>(c.prob.layout, m, mine, k, x.data.data(), w[0].data.data(),
-                             y.data.data());
+      local(y.data.data());
       return;
     }
     // Rank q's M×n_q block sits at packed[M·offset_q, M·(offset_q + n_q)), row-major.
     const auto n = static_cast<std::size_t>(c.prob.N);
     mem::tracked_vector<T> packed(m * n);
-    ref::linear_forward<T>(c.prob.layout, m, mine, k, x.data.data(), w[0].data.data(),
-                           packed.data() + m * static_cast<std::size_t>(cols.offset(r)));
+    local(packed.data() + m * static_cast<std::size_t>(cols.offset(r)));
     world.all_gather<T>(std::span<T>(packed.data(), packed.size()), cols,
                         static_cast<std::int64_t>(m));
     y = matrix<T>(m, n);
@@ -84,18 +101,22 @@ void column_parallel::forward(context& ctx, const run_case& c, const forward_io&
 }
 
 void column_parallel::backward(context& ctx, const run_case& c, const backward_io& io) const {
-  io.visit([&]<class T>(const matrix<T>& x, weights<T> w, const matrix<T>& dy, matrix<T>& dx,
-                        gradients<T> dw) {
+  io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> w, const matrix<T>& dy, matrix<T>& dx,
+                              gradients<T> dw) {
     comm& world = ctx.grid.axis(0);
     const auto m = static_cast<std::size_t>(c.prob.M), k = static_cast<std::size_t>(c.prob.K);
     const auto mine = static_cast<std::size_t>(c.part("N").size(world.rank()));
     dx = matrix<T>(m, k);
-    ref::linear_backward_dx<T>(c.prob.layout, m, mine, k, dy.data.data(), w[0].data.data(),
-                               dx.data.data());
-    world.all_reduce_sum<T>(dx.span());
+    {
+      mixed::partial<T> part(dx);
+      mixed::backward_dx<T>(c.prob.layout, m, mine, k, dy.data.data(), w[0].data.data(),
+                            part.data());
+      part.all_reduce(world, c);
+    }
     dw[0] = matrix<T>(w[0].rows, w[0].cols);
-    ref::linear_backward_dw<T>(c.prob.layout, m, mine, k, dy.data.data(), x.data.data(),
-                               dw[0].data.data());
+    mixed::partial<T> part(dw[0]);
+    mixed::backward_dw<T>(c.prob.layout, m, mine, k, dy.data.data(), x.data.data(), part.data());
+    part.round();
   });
 }
 

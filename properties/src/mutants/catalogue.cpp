@@ -7,6 +7,7 @@
 
 #include "mutants/faults.hpp"
 #include "mutants/kernels.hpp"
+#include "mutants/mixed.hpp"
 #include "shardcheck/parallel/registry.hpp"
 #include "shardcheck/properties/generators.hpp"
 #include "shardcheck/properties/mutants.hpp"
@@ -20,7 +21,7 @@ using mutants::fire_log;
 using par::collective;
 using par::layer_position;
 
-constexpr std::array<old_mutant, 27> old_table{{
+constexpr std::array<old_mutant, 29> old_table{{
     {"dp_drop_last_shard", "mutant.ag_drop_last@data_parallel", property::forward},
     {"dp_reversed_order", "mutant.ag_reversed@data_parallel", property::forward},
     {"dp_no_dw_all_reduce", "mutant.ar_skipped@data_parallel", property::backward},
@@ -49,6 +50,8 @@ constexpr std::array<old_mutant, 27> old_table{{
     {"reduce_scatter_even", "mutant.rs_even_offsets@row_parallel", property::forward},
     {"nonblocking_short_by_one", "mutant.started_early@collective.overlap", property::forward},
     {"nonblocking_dw_short_by_one", "mutant.started_early@collective.overlap", property::backward},
+    {"rp_partials_in_bf16", "mutant.partials_in_storage@row_parallel", property::forward},
+    {"rp_acc_in_bf16", "mutant.acc_in_storage@row_parallel", property::forward},
 }};
 
 // What a strategy's claims list, over the sampled cases.
@@ -252,6 +255,40 @@ const subclass_op subclass_ops[] = {
      "hybrid_mesh"},
 };
 
+// Mixed-precision decorators of one host (mutants/mixed.hpp), with the targeted cases at K =
+// 16384 on 2 ranks that the selftest runs beside the generated ones.
+struct mixed_op {
+  mutant_operator info;
+  const char* host;
+  std::function<std::unique_ptr<par::kernel>(const par::kernel&, std::string,
+                                             std::shared_ptr<fire_log>)>
+      make;
+  std::vector<std::string> targeted;  // replay lines without strategy=
+};
+
+std::vector<mixed_op> mixed_ops() {
+  // p = 2, Y all-reduced (scatter=0); the mutants declare acc=f32 reduce=f32.
+  const auto at = [](const char* size, const char* dtype_mode) {
+    return std::string("p=2 M=16 N=16 ") + size + " layout=out_in seed=3 backend=native " +
+           dtype_mode + " acc=f32 reduce=f32 scatter=0";
+  };
+  return {
+      {{"partials_in_storage",
+        "mixed precision: the f32 partial rounded to bf16 / f16 before the all-reduce, while "
+        "reduce=f32 is declared",
+        "kernel"},
+       "row_parallel",
+       decorate<mutants::partials_in_storage>(),
+       {at("K=4096", "dtype=bf16 mode=uniform"), at("K=16384", "dtype=bf16 mode=wide")}},
+      {{"acc_in_storage",
+        "mixed precision: the local contraction summed in bf16 / f16, while acc=f32 is declared",
+        "kernel"},
+       "row_parallel",
+       decorate<mutants::acc_in_storage>(),
+       {at("K=16384", "dtype=bf16 mode=uniform"), at("K=16384", "dtype=f16 mode=uniform")}},
+  };
+}
+
 std::string cell_name(std::string_view op, std::string_view strategy) {
   return "mutant." + std::string(op) + "@" + std::string(strategy);
 }
@@ -327,6 +364,17 @@ void mutant_set::build(const par::registry& strategies, int max_p) {
     auto log = std::make_shared<fire_log>();
     m.owned.push_back(mutants::make_subclass(op.info.name, cell_name(op.info.name, op.host), log));
     add(op.info, op.host, hosted, m.owned.back().get(), {}, log);
+  }
+  for (const mixed_op& op : mixed_ops()) {
+    m.operators.push_back(op.info);
+    const par::kernel* host = m.strategies->find(op.host);
+    auto log = std::make_shared<fire_log>();
+    const std::string name = cell_name(op.info.name, op.host);
+    if (host != nullptr) m.owned.push_back(op.make(*host, name, log));
+    add(op.info, op.host, host != nullptr, host != nullptr ? m.owned.back().get() : nullptr, {},
+        log);
+    for (const std::string& line : op.targeted)
+      m.cells.back().targeted.push_back("strategy=" + name + " " + line);
   }
   auto log = std::make_shared<fire_log>();
   m.hang = {cell_name("unanswered", "data_parallel"),

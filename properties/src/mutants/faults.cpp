@@ -160,10 +160,12 @@ traffic ar_local_sum::run(const call& c) {
   (void)inner().run(g);
   order_.resize(as_size(p));
   if (order_of(calls_++, order_)) fired();
-  if (c.type == dtype::f32)
-    sum_parts<float>(parts_.data(), c.out, n, order_);
-  else
-    sum_parts<double>(parts_.data(), c.out, n, order_);
+  switch (c.type) {
+    case dtype::f32: sum_parts<float>(parts_.data(), c.out, n, order_); break;
+    case dtype::bf16: sum_parts<bfloat16_t>(parts_.data(), c.out, n, order_); break;
+    case dtype::f16: sum_parts<half_t>(parts_.data(), c.out, n, order_); break;
+    case dtype::f64: sum_parts<double>(parts_.data(), c.out, n, order_); break;
+  }
   return t;
 }
 

@@ -154,7 +154,8 @@ void empty_shard_off_by_one::forward(par::context& ctx, const par::run_case& c,
   std::visit(
       [&](auto& y) {
         if (y.rows == 0 || y.cols == 0) return;
-        y.row(0)[0] += 1;
+        using T = typename std::decay_t<decltype(y.data)>::value_type;
+        y.row(0)[0] = static_cast<T>(static_cast<double>(y.row(0)[0]) + 1.0);
         fired();
       },
       io.y);

@@ -7,7 +7,10 @@
 // `backend=native:all_reduce=tree`.
 // `part.D=` gives the partition of problem dimension D (D@a on a mesh axis a > 0 of a many-axis
 // mesh); `H=` the hidden widths of a stack of layers and `act=` its activation (both only for a
-// stack: `strategy=… M=8 N=3 K=5 H=6 act=relu …`); any other key is a parameter of the strategy.
+// stack: `strategy=… M=8 N=3 K=5 H=6 act=relu …`); `acc=` and `reduce=` the precision policy of
+// a case stored in bf16 or f16 (`dtype=bf16 acc=f32 reduce=bf16`: sums formed in f32, partial sums
+// rounded to bf16 and added in bf16 across ranks; both default to f32); any other key is a
+// parameter of the strategy.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -24,6 +27,7 @@ struct run_case {
   int p = 1;
   problem prob;
   value_mode mode = value_mode::uniform;
+  precision policy{};  // read only when prob.type is bf16 or f16
   std::uint64_t seed = 0;
   par::backend_spec backend;  // converts to par::backend; carries the native algorithm choices
   std::map<std::string, partition> parts;

@@ -33,6 +33,7 @@
 #include "shardcheck/parallel/partition.hpp"
 #include "shardcheck/parallel/pmpi.hpp"
 #include "shardcheck/parallel/tags.hpp"
+#include "shardcheck/reference/mixed.hpp"
 #include "shardcheck/reference/types.hpp"
 
 namespace shardcheck::par {
@@ -62,7 +63,16 @@ template <>
 inline MPI_Datatype mpi_type<double>() {
   return MPI_DOUBLE;
 }
+// bf16 and f16: two committed 2-byte types of their own, made on first use (after MPI_Init), so
+// that sum_op can tell them apart.
+template <>
+MPI_Datatype mpi_type<bfloat16_t>();
+template <>
+MPI_Datatype mpi_type<half_t>();
 [[nodiscard]] MPI_Datatype mpi_type(dtype t);
+// The sum for reductions in dtype t: MPI_SUM, or for bf16 / f16 a user-defined MPI_Op that widens
+// each pair to f32, adds and rounds back (one rounding per addition, as the native schedules).
+[[nodiscard]] MPI_Op sum_op(dtype t);
 
 // Owns one MPI_Comm and frees it on destruction (never WORLD, SELF or NULL). Move-only; the move
 // is the default one.

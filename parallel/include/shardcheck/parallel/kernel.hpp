@@ -61,6 +61,13 @@ struct param_spec {
 
 inline constexpr dtype all_dtypes[] = {dtype::f64, dtype::f32};
 inline constexpr weight_layout all_layouts[] = {weight_layout::out_in, weight_layout::in_out};
+// The precision policies of the 16-bit storage dtypes (types.hpp): f32 accumulation, partial sums
+// reduced in f32 or in the storage dtype. A kernel lists those it supports in
+// kernel_info::policies beside bf16 / f16 in its dtypes (a kernel that never reduces lists only
+// the first: its reduce dtype is never used).
+inline constexpr precision f32_policy{dtype::f32, dtype::f32};
+inline constexpr precision storage_reduce_policies[] = {{dtype::f32, dtype::bf16},
+                                                        {dtype::f32, dtype::f16}};
 inline constexpr value_mode all_modes[] = {value_mode::exact, value_mode::uniform, value_mode::wide,
                                            value_mode::cancel, value_mode::nonfinite};
 
@@ -75,17 +82,29 @@ struct kernel_info {
   // False for a kernel that never issues a collective (only point-to-point messages): a run
   // pinning the collectives' backend leaves it out.
   bool uses_collectives = true;
+  // The precision policies it runs bf16 / f16 in (with those in dtypes); none by default. Such a
+  // kernel runs them through forward_io::visit_mixed, which also hands it bfloat16_t and half_t.
+  std::vector<precision> policies{};
 
   [[nodiscard]] bool supports(dtype t) const;
+  // t in dtypes and p in policies (with acc, reduce each f32 or t).
+  [[nodiscard]] bool supports(dtype storage, const precision& p) const;
   [[nodiscard]] bool supports(weight_layout l) const;
   [[nodiscard]] bool supports(value_mode m) const;
 };
 
 // Longest chain of additions behind one element of each output of one layer (local share +
 // reduction depth, reduction_depth(backend, collective, p, count) in ledger.hpp): y the chain of
-// the layer's output, dx of its input gradient, dw of its weight gradient.
+// the layer's output, dx of its input gradient, dw of its weight gradient. `reduced` says how
+// much of each chain is the reduction's (added across ranks, in the policy's reduce dtype); the
+// rest is local (in the accumulation dtype). A kernel that leaves it zero claims every addition
+// local, which a case with reduce=bf16 then holds it to. Row-parallel on 4 ranks, K = 64, a ring
+// all-reduce: {.y = 16 + 3, .dx = N, .dw = M, .reduced = {.y = 3}}.
 struct chain_lengths {
   std::int64_t y = 0, dx = 0, dw = 0;
+  struct reduction_share {
+    std::int64_t y = 0, dx = 0, dw = 0;
+  } reduced{};
 };
 
 // Bytes the kernel allocates above its inputs, at most, in each phase (outputs included). Named
@@ -132,19 +151,36 @@ class gradients {
   std::span<any_matrix> dws_;
 };
 
+// Thrown by visit on a bf16 / f16 case: the kernel declared no policies (complete_and_validate
+// refuses such a case first).
+[[noreturn]] void throw_not_declared();
+
 // forward's tensors: this rank's blocks of X and W_1…W_L; Y is the kernel's to fill.
 struct forward_io {
   const any_matrix& x;
   std::span<const any_matrix> ws;
   any_matrix& y;
   // Runs f(const matrix<T>& x, weights<T> ws, matrix<T>& y) with T the case's element type; y
-  // starts empty.
+  // starts empty. T is float or double: a case in bf16 / f16 reaches only a kernel that declares
+  // it, which calls visit_mixed.
   template <class F>
   void visit(F&& f) const {
     if (std::holds_alternative<matrix<float>>(x))
       run<float>(f);
-    else
+    else if (std::holds_alternative<matrix<double>>(x))
       run<double>(f);
+    else
+      throw_not_declared();
+  }
+  // The same with T also bfloat16_t or half_t, for a kernel that lists policies.
+  template <class F>
+  void visit_mixed(F&& f) const {
+    if (std::holds_alternative<matrix<bfloat16_t>>(x))
+      run<bfloat16_t>(f);
+    else if (std::holds_alternative<matrix<half_t>>(x))
+      run<half_t>(f);
+    else
+      visit(f);
   }
 
  private:
@@ -162,13 +198,25 @@ struct backward_io {
   any_matrix& dx;
   std::span<any_matrix> dws;
   // Runs f(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
-  //        gradients<T> dws); dx and every dW start empty.
+  //        gradients<T> dws); dx and every dW start empty. T is float or double (as forward_io).
   template <class F>
   void visit(F&& f) const {
     if (std::holds_alternative<matrix<float>>(x))
       run<float>(f);
-    else
+    else if (std::holds_alternative<matrix<double>>(x))
       run<double>(f);
+    else
+      throw_not_declared();
+  }
+  // The same with T also bfloat16_t or half_t.
+  template <class F>
+  void visit_mixed(F&& f) const {
+    if (std::holds_alternative<matrix<bfloat16_t>>(x))
+      run<bfloat16_t>(f);
+    else if (std::holds_alternative<matrix<half_t>>(x))
+      run<half_t>(f);
+    else
+      visit(f);
   }
 
  private:

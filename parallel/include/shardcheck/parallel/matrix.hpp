@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "shardcheck/parallel/memory.hpp"
+#include "shardcheck/reference/mixed.hpp"
 #include "shardcheck/reference/types.hpp"
 
 namespace shardcheck::par {
@@ -31,7 +32,8 @@ struct matrix {
   }
 };
 
-using any_matrix = std::variant<matrix<float>, matrix<double>>;
+// bfloat16_t and half_t (reference/mixed.hpp) are the 16-bit storage dtypes.
+using any_matrix = std::variant<matrix<float>, matrix<double>, matrix<bfloat16_t>, matrix<half_t>>;
 
 template <class T>
 [[nodiscard]] any_matrix make_matrix(std::size_t rows, std::size_t cols) {

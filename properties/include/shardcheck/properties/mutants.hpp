@@ -108,6 +108,9 @@ struct mutant_cell {
   bool applies = false;  // see "Applicability" above
   subject s;
   std::shared_ptr<const mutants::fire_log> log;
+  // Replay lines the selftest runs on the cell besides its generated cases (strategy= is the
+  // cell's name): sizes the generators do not draw, e.g. K = 16384 for a defect of long sums.
+  std::vector<std::string> targeted{};
   // How often the fault acted in this process so far.
   [[nodiscard]] std::int64_t fire_count() const;
 };

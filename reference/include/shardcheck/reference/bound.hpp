@@ -33,6 +33,7 @@
 
 namespace shardcheck::ref {
 
+// u of dtype t: 2⁻²⁴ (f32), 2⁻⁵³ (f64), 2⁻⁸ (bf16), 2⁻¹¹ (f16).
 [[nodiscard]] double unit_roundoff(dtype t);
 // γ_k; +infinity once k·u ≥ 1 (no bound can be given).
 [[nodiscard]] double gamma(std::int64_t k, dtype t);

@@ -22,7 +22,17 @@ struct mpi_error : error {
   using error::error;
 };
 
-enum class dtype { f32, f64 };
+// bf16 and f16 are storage dtypes (Eigen::bfloat16, Eigen::half, mixed.hpp): a case in them also
+// carries a precision policy (below) for how its sums are formed.
+enum class dtype { f32, f64, bf16, f16 };
+// A mixed-precision policy, for a case stored in bf16 or f16: `acc` the dtype a rank's local
+// products are summed in, `reduce` the dtype partial sums travel in and are added in across ranks
+// (f32 or the storage dtype). On a replay line: `dtype=bf16 acc=f32 reduce=bf16`. Cases in f32
+// and f64 have none (everything happens in their own dtype).
+struct precision {
+  dtype acc = dtype::f32, reduce = dtype::f32;
+  friend bool operator==(const precision&, const precision&) = default;
+};
 // out_in: W is N×K and Y = X·Wᵀ (torch.nn.Linear); in_out: W is K×N and Y = X·W.
 enum class weight_layout { out_in, in_out };
 // exact: multiples of 1/8 in [-1, 1]; every sum is exact, so results must agree bit for bit.
@@ -43,7 +53,15 @@ enum class activation { identity, relu };
 [[nodiscard]] value_mode parse_value_mode(std::string_view s);
 [[nodiscard]] activation parse_activation(std::string_view s);
 
-[[nodiscard]] constexpr std::size_t size_of(dtype t) { return t == dtype::f32 ? 4 : 8; }
+[[nodiscard]] constexpr std::size_t size_of(dtype t) {
+  return t == dtype::f64 ? 8 : t == dtype::f32 ? 4 : 2;
+}
+// bf16 or f16: stored in 2 bytes, computed through a precision policy.
+[[nodiscard]] constexpr bool is_storage16(dtype t) { return t == dtype::bf16 || t == dtype::f16; }
+// "acc=f32 reduce=bf16".
+[[nodiscard]] std::string to_string(const precision& p);
+// Throws invalid_problem unless acc and reduce are each f32 or `storage` (a 16-bit dtype).
+void validate_policy(dtype storage, const precision& p);
 
 // Checked size arithmetic: the exact result, or invalid_problem naming `what` when it does not
 // fit in 64 bits. checked_mul(1 << 40, 1 << 30, "Y elements") throws "Y elements: 2^40 × 2^30 …".

@@ -1,0 +1,33 @@
+#pragma once
+// Mixed-precision mutants: row_parallel run in bf16 / f16 with a defect in how its sums are
+// formed, while it declares (and is judged by) acc=f32 reduce=f32. Their cases are drawn in bf16
+// and f16 with that policy only, with scatter=0 (Y all-reduced).
+//
+//   partials_in_storage  each rank's f32 partial is rounded to the storage dtype before the
+//                        all-reduce (the sum then adds those rounded values): the bug class of
+//                        reducing gradients in bf16. On 2 ranks, K = 64: partials 3.0000002 and
+//                        -2.9921875 become 3 and -2.9921875 in bf16.
+//   acc_in_storage       the local contraction summed in the storage dtype, each addition rounded
+//                        (1 + 2⁻⁹ + 2⁻⁹ + … stays 1 in bf16): at K/p = 8192 the partial loses
+//                        most of its bits.
+// The ledger stays as claimed (the reduction still travels in f32): only forward can catch them.
+#include <memory>
+#include <string>
+
+#include "mutants/kernels.hpp"
+
+namespace shardcheck::prop::mutants {
+
+class partials_in_storage final : public kernel_decorator {
+ public:
+  partials_in_storage(const par::kernel& inner, std::string name, std::shared_ptr<fire_log> log);
+  void forward(par::context& ctx, const par::run_case& c, const par::forward_io& io) const override;
+};
+
+class acc_in_storage final : public kernel_decorator {
+ public:
+  acc_in_storage(const par::kernel& inner, std::string name, std::shared_ptr<fire_log> log);
+  void forward(par::context& ctx, const par::run_case& c, const par::forward_io& io) const override;
+};
+
+}  // namespace shardcheck::prop::mutants
