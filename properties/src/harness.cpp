@@ -395,18 +395,18 @@ expectation expect_widened(const par::run_case& c, tensor t, const block& b) {
   float* out = std::get<matrix<float>>(e.value).data.data();
   const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
   if (t == tensor::y) {
-    const auto x = widened(generate<T>(c, tensor::x, b_rows, whole(p.K)));
-    const auto w = widened(out_in ? generate<T>(c, tensor::w, b_cols, whole(p.K))
-                                  : generate<T>(c, tensor::w, whole(p.K), b_cols));
+    const auto x = widened(generate<T>(c, tensor::x, b_rows, run_list({0, p.K})));
+    const auto w = widened(out_in ? generate<T>(c, tensor::w, b_cols, run_list({0, p.K}))
+                                  : generate<T>(c, tensor::w, run_list({0, p.K}), b_cols));
     const auto k = static_cast<std::size_t>(p.K);
     ref::linear_forward<float>(p.layout, rows, cols, k, x.data.data(), w.data.data(), out);
     ref::magnitude_forward<float>(p.layout, rows, cols, k, x.data.data(), w.data.data(),
                                   e.mag.data());
     e.k_ref = p.K;
   } else if (t == tensor::dx) {
-    const auto dy = widened(generate<T>(c, tensor::dy, b_rows, whole(p.N)));
-    const auto w = widened(out_in ? generate<T>(c, tensor::w, whole(p.N), b_cols)
-                                  : generate<T>(c, tensor::w, b_cols, whole(p.N)));
+    const auto dy = widened(generate<T>(c, tensor::dy, b_rows, run_list({0, p.N})));
+    const auto w = widened(out_in ? generate<T>(c, tensor::w, run_list({0, p.N}), b_cols)
+                                  : generate<T>(c, tensor::w, b_cols, run_list({0, p.N})));
     const auto n = static_cast<std::size_t>(p.N);
     ref::linear_backward_dx<float>(p.layout, rows, n, cols, dy.data.data(), w.data.data(), out);
     ref::magnitude_backward_dx<float>(p.layout, rows, n, cols, dy.data.data(), w.data.data(),
@@ -416,8 +416,8 @@ expectation expect_widened(const par::run_case& c, tensor t, const block& b) {
     const auto& n_runs = out_in ? b_rows : b_cols;
     const auto& k_runs = out_in ? b_cols : b_rows;
     const std::int64_t nn = out_in ? b.rows : b.cols, kk = out_in ? b.cols : b.rows;
-    const auto dy = widened(generate<T>(c, tensor::dy, whole(p.M), n_runs));
-    const auto x = widened(generate<T>(c, tensor::x, whole(p.M), k_runs));
+    const auto dy = widened(generate<T>(c, tensor::dy, run_list({0, p.M}), n_runs));
+    const auto x = widened(generate<T>(c, tensor::x, run_list({0, p.M}), k_runs));
     const auto m = static_cast<std::size_t>(p.M);
     const auto n_out = static_cast<std::size_t>(nn), k_in = static_cast<std::size_t>(kk);
     ref::linear_backward_dw<float>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(), out);
