@@ -35,6 +35,8 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
   const double u = unit_roundoff(t);
   if (mag == nullptr && !opt.bitwise && rows > 0 && cols > 0)
     throw error("compare_block: mag is required unless bitwise");
+  const bool statistical = opt.mag_is_bound ? opt.stat_bound != nullptr : opt.lambda > 0;
+  std::optional<mismatch> first_statistical;
   for (std::size_t i = 0; i < rows; ++i) {
     for (std::size_t j = 0; j < cols; ++j) {
       const T g = got[i * ld_got + j];
@@ -56,13 +58,24 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
         return mm;
       }
       mm.bound = opt.mag_is_bound ? m : element_bound(m, opt.k_par, opt.k_ref, t, opt.k_mag);
-      if (err <= mm.bound) continue;
+      if (err <= mm.bound) {
+        if (!statistical || first_statistical) continue;
+        const double sb = opt.mag_is_bound
+                              ? opt.stat_bound[i * ld_mag + j]
+                              : element_bound(m, opt.k_par, opt.k_ref, t, opt.k_mag, opt.lambda);
+        if (err <= sb) continue;
+        mm.bound = sb;
+        mm.ratio = err / sb;
+        mm.reason = "statistical";
+        first_statistical = mm;
+        continue;
+      }
       mm.ratio = opt.mag_is_bound ? err / m : ratio_of(err, u, m);
       mm.reason = "value";
       return mm;
     }
   }
-  return std::nullopt;
+  return first_statistical;
 }
 
 template std::optional<mismatch> compare_block<float>(std::size_t, std::size_t, const float*,

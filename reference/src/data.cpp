@@ -52,11 +52,17 @@ T uniform(std::uint64_t h) {
   return std::ldexp(static_cast<T>(j - (std::int64_t{1} << (digits<T> - 1))), 1 - digits<T>);
 }
 
+// exact mode at grid 2^−g: j·2^−g, j uniform in [−2^g, 2^g]; g = 3 gives (below(h, 17) − 8)/8.
 template <class T>
-T from_hash(value_mode mode, std::uint64_t h) {
+T from_hash(value_mode mode, std::uint64_t h, int grid) {
   const std::uint64_t h2 = mix(h ^ 0x5851f42d4c957f2dULL);
   switch (mode) {
-    case value_mode::exact: return static_cast<T>(static_cast<int>(below(h, 17)) - 8) / T(8);
+    case value_mode::exact: {
+      const int scale = 1 << grid;
+      return static_cast<T>(static_cast<int>(below(h, 2 * static_cast<std::uint64_t>(scale) + 1)) -
+                            scale) /
+             static_cast<T>(scale);
+    }
     case value_mode::uniform: return uniform<T>(h);
     case value_mode::wide:
       return sign(h2, std::ldexp(one_two<T>(h), static_cast<int>(below(h2, 33)) - 16));
@@ -74,6 +80,11 @@ T from_hash(value_mode mode, std::uint64_t h) {
   return T(0);
 }
 
+void check_grid(int grid) {
+  if (grid < 0 || grid > 20)
+    throw error("exact mode's grid 2^-" + std::to_string(grid) + " is outside 2^0 … 2^-20");
+}
+
 }  // namespace
 
 std::uint64_t counter_hash(std::uint64_t seed, std::uint32_t tensor, std::uint64_t row,
@@ -83,14 +94,16 @@ std::uint64_t counter_hash(std::uint64_t seed, std::uint32_t tensor, std::uint64
 
 template <class T>
 T element(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::uint64_t row,
-          std::uint64_t col) {
-  return from_hash<T>(mode, counter_hash(seed, tensor, row, col));
+          std::uint64_t col, int grid) {
+  check_grid(grid);
+  return from_hash<T>(mode, counter_hash(seed, tensor, row, col), grid);
 }
 
 template <class T>
 void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::uint64_t row0,
-                std::uint64_t rows, std::uint64_t col0, std::uint64_t cols, T* out,
-                std::size_t ld) {
+                std::uint64_t rows, std::uint64_t col0, std::uint64_t cols, T* out, std::size_t ld,
+                int grid) {
+  check_grid(grid);
   if (ld == 0) ld = cols;
   if (ld < cols)
     throw error("fill_block: ld = " + std::to_string(ld) +
@@ -98,17 +111,20 @@ void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::
   for (std::uint64_t r = 0; r < rows; ++r) {
     const std::uint64_t prefix = row_prefix(seed, tensor, row0 + r);
     T* row = out + r * ld;
-    for (std::uint64_t c = 0; c < cols; ++c) row[c] = from_hash<T>(mode, finish(prefix, col0 + c));
+    for (std::uint64_t c = 0; c < cols; ++c)
+      row[c] = from_hash<T>(mode, finish(prefix, col0 + c), grid);
   }
 }
 
 template float element<float>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                              std::uint64_t);
+                              std::uint64_t, int);
 template double element<double>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                std::uint64_t);
+                                std::uint64_t, int);
 template void fill_block<float>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                std::uint64_t, std::uint64_t, std::uint64_t, float*, std::size_t);
+                                std::uint64_t, std::uint64_t, std::uint64_t, float*, std::size_t,
+                                int);
 template void fill_block<double>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                 std::uint64_t, std::uint64_t, std::uint64_t, double*, std::size_t);
+                                 std::uint64_t, std::uint64_t, std::uint64_t, double*, std::size_t,
+                                 int);
 
 }  // namespace shardcheck::ref
