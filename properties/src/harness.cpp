@@ -356,6 +356,14 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   const auto share = [](double err, double bound) {
     return err == 0 ? 0.0 : bound > 0 ? err / bound : INFINITY;
   };
+  // Each tier's bound per unit of mag, once per block (element_bound is this times mag, but for
+  // the last rounding: good enough for a share).
+  const double per_mag_rig =
+      stack ? 0 : ref::element_bound(1.0, opt.k_par, opt.k_ref, c.prob.type, opt.k_mag);
+  const double per_mag_stat =
+      stack || tier.lambda <= 0
+          ? 0
+          : ref::element_bound(1.0, opt.k_par, opt.k_ref, c.prob.type, opt.k_mag, tier.lambda);
   for (std::size_t i = 0; i < rows * cols; ++i) {
     const double g = got.data[i], w = want.data[i];
     if (!std::isfinite(g) || !std::isfinite(w)) continue;
@@ -363,14 +371,10 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
     const double mag = stack ? e.stack_mag[i] : e.mag[i];
     if (mag > 0) cell.err_u_mag = std::max(cell.err_u_mag, err / (u * mag));
     if (opt.bitwise) continue;
-    const double rigorous =
-        stack ? e.mag[i]
-              : ref::element_bound(e.mag[i], opt.k_par, opt.k_ref, c.prob.type, opt.k_mag);
+    const double rigorous = stack ? e.mag[i] : per_mag_rig * e.mag[i];
     cell.rigorous = std::max(cell.rigorous, share(err, rigorous));
     if (tier.lambda <= 0 || (stack && e.stat_bound.empty())) continue;
-    const double stat = stack ? e.stat_bound[i]
-                              : ref::element_bound(e.mag[i], opt.k_par, opt.k_ref, c.prob.type,
-                                                   opt.k_mag, tier.lambda);
+    const double stat = stack ? e.stat_bound[i] : per_mag_stat * e.mag[i];
     cell.statistical = std::max(cell.statistical, share(err, stat));
   }
   v.worst_error = std::max(v.worst_error, cell.err_u_mag);

@@ -37,6 +37,17 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
     throw error("compare_block: mag is required unless bitwise");
   const bool statistical = opt.mag_is_bound ? opt.stat_bound != nullptr : opt.lambda > 0;
   std::optional<mismatch> first_statistical;
+  // element_bound's factors, once per block (mag == 0 gives 0 through them as through it).
+  const double inflate = 1.0 - gamma(opt.k_mag, dtype::f64);
+  const double g_rig = gamma(opt.k_par, t) + gamma(opt.k_ref, t);
+  const double g_stat = statistical && !opt.mag_is_bound ? tier_gamma(opt.k_par, t, opt.lambda) +
+                                                               tier_gamma(opt.k_ref, t, opt.lambda)
+                                                         : 0.0;
+  const auto bound_of = [&](double g, double m) {
+    if (m == 0.0) return 0.0;
+    if (!(inflate > 0.0)) return std::numeric_limits<double>::infinity();
+    return g * m / inflate;
+  };
   for (std::size_t i = 0; i < rows; ++i) {
     for (std::size_t j = 0; j < cols; ++j) {
       const T g = got[i * ld_got + j];
@@ -57,12 +68,10 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
         mm.reason = "bitwise";
         return mm;
       }
-      mm.bound = opt.mag_is_bound ? m : element_bound(m, opt.k_par, opt.k_ref, t, opt.k_mag);
+      mm.bound = opt.mag_is_bound ? m : bound_of(g_rig, m);
       if (err <= mm.bound) {
         if (!statistical || first_statistical) continue;
-        const double sb = opt.mag_is_bound
-                              ? opt.stat_bound[i * ld_mag + j]
-                              : element_bound(m, opt.k_par, opt.k_ref, t, opt.k_mag, opt.lambda);
+        const double sb = opt.mag_is_bound ? opt.stat_bound[i * ld_mag + j] : bound_of(g_stat, m);
         if (err <= sb) continue;
         mm.bound = sb;
         mm.ratio = err / sb;
