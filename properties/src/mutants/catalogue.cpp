@@ -20,7 +20,7 @@ using mutants::fire_log;
 using par::collective;
 using par::layer_position;
 
-constexpr std::array<old_mutant, 27> old_table{{
+constexpr std::array<old_mutant, 28> old_table{{
     {"dp_drop_last_shard", "mutant.ag_drop_last@data_parallel", property::forward},
     {"dp_reversed_order", "mutant.ag_reversed@data_parallel", property::forward},
     {"dp_no_dw_all_reduce", "mutant.ar_skipped@data_parallel", property::backward},
@@ -49,6 +49,7 @@ constexpr std::array<old_mutant, 27> old_table{{
     {"reduce_scatter_even", "mutant.rs_even_offsets@row_parallel", property::forward},
     {"nonblocking_short_by_one", "mutant.started_early@collective.overlap", property::forward},
     {"nonblocking_dw_short_by_one", "mutant.started_early@collective.overlap", property::backward},
+    {"rp_reduces_in_bf16", "mutant.reduce_in_bf16@row_parallel", property::forward},
 }};
 
 // What a strategy's claims list, over the sampled cases.
@@ -161,6 +162,15 @@ std::vector<fault_op> fault_ops() {
        below,
        maker<mutants::rs_even_offsets>(),
        kind(collective::reduce_scatter)},
+      {{"reduce_in_bf16",
+        "all-reduce, reduce-scatter: f32 partial sums rounded to bfloat16 before the "
+        "reduction",
+        "all_reduce, reduce_scatter"},
+       below,
+       maker<mutants::reduce_in_bf16>(),
+       [](const usage& u) {
+         return has(u, collective::all_reduce) || has(u, collective::reduce_scatter);
+       }},
       {{"bcast_wrong_root", "broadcast: from root+1 mod p", "broadcast"},
        below,
        maker<mutants::bcast_wrong_root>(),
