@@ -700,10 +700,15 @@ double statistical_events(const par::run_case& c, std::span<const par::chain_len
   for (std::size_t l = 1; l < d.size() && l <= chains.size(); ++l) {
     const auto in = static_cast<double>(d[l - 1]), out = static_cast<double>(d[l]);
     const par::chain_lengths& k = chains[l - 1];
-    if (forward || stack) events += rows * out * static_cast<double>(k.y + d[l - 1]);
+    // Per element and computation, one event per term of its dot product (each term's rounding
+    // factors are the chain, at most k): the contraction length, or the chain if it is longer.
+    const auto terms = [](std::int64_t k_par, std::int64_t n) {
+      return static_cast<double>(std::max(k_par, n) + n);
+    };
+    if (forward || stack) events += rows * out * terms(k.y, d[l - 1]);
     if (backward) {
-      events += rows * in * static_cast<double>(k.dx + d[l]);
-      events += out * in * static_cast<double>(k.dw + p.M);
+      events += rows * in * terms(k.dx, d[l]);
+      events += out * in * terms(k.dw, p.M);
     }
   }
   return events;

@@ -88,9 +88,13 @@ struct verdict {
 };
 
 // The statistical tier's rounding events of case c (bound.hpp lambda_for): Σ over every judged
-// product's elements of k_par + k_ref — a single layer's Y (forward) and dX, dW (backward), or
-// every product of each of a stack's layers. One layer of 64×64×4096 with chains K, N, M, both
-// phases: 64·64·8192 + 64·4096·128 + 64·4096·128 = 1.0e8 events, λ = 8.93 at p_fail = 1e-9.
+// product's elements of max(k_par, n) + n for a contraction of n terms — a union bound over
+// every term of both computations' dot products (Higham & Mary's Theorem 3.1 fails with
+// probability n·2·exp(−λ²(1 − u)²/2) for n terms, each within γ̃_k(λ) for its k ≤ chain rounding
+// factors; a chain k_par shorter than n, as row-parallel's K/p + depth, still has n terms). A
+// single layer's Y (forward) and dX, dW (backward), or every product of each of a stack's layers.
+// One layer of 64×64×4096, both phases: 64·64·8192 + 64·4096·128 + 64·4096·128 = 1.0e8 events,
+// λ = 8.93 at p_fail = 1e-9.
 [[nodiscard]] double statistical_events(const par::run_case& c,
                                         std::span<const par::chain_lengths> chains, bool forward,
                                         bool backward);
