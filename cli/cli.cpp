@@ -451,6 +451,33 @@ void appendf(std::string& out, const char* format, A... args) {
   out.resize(at + static_cast<std::size_t>(n));
 }
 
+// A share of a bound: "-" where the tier was not applied (exact mode, bitwise).
+std::string share_text(double v) {
+  if (v < 0) return "-";
+  std::string out;
+  appendf(out, "%.2g", v);
+  return out;
+}
+
+// Under a strategy's row, one line per dtype judged: per output tensor the worst error in
+// u·|X||W|ᵀ and, in brackets, the worst share of the rigorous and the statistical bound used, e.g.
+//   f32  Y 0.31 [1.2e-05 0.021]  dX 0.25 [8.8e-06 0.017]  dW 0.4 [2.1e-05 0.03]
+std::string error_rows(const prop::error_figures& e) {
+  std::string out;
+  for (std::size_t t = 0; t < prop::error_figures::dtypes; ++t) {
+    const auto type = static_cast<dtype>(t);
+    std::string line;
+    for (const par::tensor x : {par::tensor::y, par::tensor::dx, par::tensor::dw}) {
+      const prop::error_cell c = e.over_modes(type, x);
+      if (c.err_u_mag < 0) continue;
+      appendf(line, "  %s %.3g [%s %s]", std::string(par::to_string(x)).c_str(), c.err_u_mag,
+              share_text(c.rigorous).c_str(), share_text(c.statistical).c_str());
+    }
+    if (!line.empty()) appendf(out, "  %s%s\n", std::string(to_string(type)).c_str(), line.c_str());
+  }
+  return out;
+}
+
 // The table's first column fits the longest name (a mutant's is long).
 std::string report_row(const prop::strategy_report& r, int width) {
   const auto memory = static_cast<unsigned>(prop::property::memory);
@@ -459,8 +486,9 @@ std::string report_row(const prop::strategy_report& r, int width) {
                                ? "not measured"
                                : human_bytes(r.peak_bytes) + " / " + human_bytes(r.bound_bytes);
   std::string out;
-  appendf(out, "%-*s %6d  %-4s %8.2f s  %12.2f  %s\n", width, r.name.c_str(), r.cases,
-          r.passed ? "pass" : "FAIL", r.seconds, r.worst_error, peak.c_str());
+  appendf(out, "%-*s %6d  %-4s %8.2f s  %s\n", width, r.name.c_str(), r.cases,
+          r.passed ? "pass" : "FAIL", r.seconds, peak.c_str());
+  out += error_rows(r.errors);
   if (r.not_claimed != 0)
     appendf(out, "  not claimed (never judged): %s\n",
             prop::properties_to_string(r.not_claimed).c_str());
@@ -519,8 +547,8 @@ std::string failure_text(const std::string& name, const results::failure_record&
 
 std::string table_header(int width) {
   std::string out;
-  appendf(out, "%-*s cases  result     time  worst err/u·mag  measured peak / bound\n", width + 1,
-          "strategy");
+  appendf(out, "%-*s cases  result     time  measured peak / bound\n", width + 1, "strategy");
+  appendf(out, "  dtype  tensor err/u·|X||W|ᵀ [share of the rigorous bound, of the statistical]\n");
   return out;
 }
 
@@ -538,6 +566,7 @@ std::string suite_table(const results::run_results& rr) {
     r.not_measured = res.not_measured;
     r.seconds = res.seconds;
     r.worst_error = res.worst_error;
+    r.errors = res.errors;
     r.peak_bytes = res.peak_bytes;
     r.recorded_sent = res.recorded_sent;
     r.bound_bytes = res.bound_bytes;
@@ -666,6 +695,7 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
                 prop::properties_to_string(mask & ~v.not_claimed & ~v.not_measured).c_str(),
                 v.worst_error, human_bytes(v.peak_bytes).c_str(),
                 human_bytes(v.bound_bytes).c_str());
+    std::fputs(error_rows(v.errors).c_str(), stdout);
     if (v.not_claimed != 0)
       std::printf("not claimed (never judged): %s\n",
                   prop::properties_to_string(v.not_claimed).c_str());
@@ -855,6 +885,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     res.cases = r.cases;
     res.seconds += r.seconds;
     res.worst_error = std::max(res.worst_error, r.worst_error);
+    res.errors.merge(r.errors);
     res.recorded_sent = std::max(res.recorded_sent, r.recorded_sent);
     if (r.worst_memory >= res.worst_memory) {
       res.worst_memory = r.worst_memory;

@@ -155,8 +155,9 @@ template <class T>
 [[nodiscard]] par::matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t rows,
                                       std::int64_t cols) {
   par::matrix<T> m(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
+  const int grid = c.mode == value_mode::exact ? std::max(ref::exact_grid_of(c.prob), 0) : 3;
   ref::fill_block<T>(c.mode, c.seed, par::data_id_of(t), 0, static_cast<std::uint64_t>(rows), 0,
-                     static_cast<std::uint64_t>(cols), m.data.data());
+                     static_cast<std::uint64_t>(cols), m.data.data(), 0, grid);
   return m;
 }
 
@@ -476,6 +477,9 @@ struct expected_outputs {
   std::vector<double> y_mag, dx_mag;
   std::vector<std::vector<double>> dw_mag;
   bool mag_is_bound = false;
+  // A stack's statistical bounds (empty: the tier is off).
+  std::vector<double> y_stat, dx_stat;
+  std::vector<std::vector<double>> dw_stat;
 };
 
 template <class T>
@@ -503,7 +507,7 @@ expected_outputs expect_single(const par::run_case& c, whole<T>& w) {
 // A stack's expectation for one strategy's chains: values and per-element bounds.
 template <class T>
 expected_outputs expect_stack(const par::run_case& c, const whole<T>& w,
-                              const std::vector<par::chain_lengths>& chains) {
+                              const std::vector<par::chain_lengths>& chains, double lambda) {
   const problem& p = c.prob;
   const ref::stack_shape shape{p.layout, p.widths(), p.act};
   ref::stack_chains ch;
@@ -530,6 +534,13 @@ expected_outputs expect_stack(const par::run_case& c, const whole<T>& w,
   e.y_mag = std::move(all.y_bound);
   e.dx_mag = std::move(all.dx_bound);
   e.dw_mag = std::move(all.dw_bound);
+  if (lambda > 0) {
+    auto st = ref::stack_expect<T>(shape, static_cast<std::size_t>(p.M), w.x.data.data(), ptrs,
+                                   w.dy.data.data(), ch, p.type, lambda);
+    e.y_stat = std::move(st.y_bound);
+    e.dx_stat = std::move(st.dx_bound);
+    e.dw_stat = std::move(st.dw_bound);
+  }
   return e;
 }
 
@@ -538,8 +549,16 @@ expected_outputs expect_stack(const par::run_case& c, const whole<T>& w,
 struct error_audit {
   double err_u_mag = 0;    // max |got − expected| / (u·mag) (single layer only)
   double bound_share = 0;  // max |got − expected| / bound
+  double stat_share = 0;   // max |got − expected| / the statistical tier's bound (0: off)
   bool finite = true;      // every output finite where expected is
 };
+
+// The statistical tier's λ for case c with the strategy's chains (0: exact mode, no chains).
+double lambda_of(const par::run_case& c, const par::claims& cl) {
+  if (c.mode == value_mode::exact || !cl.chains) return 0;
+  return ref::lambda_for(prop::statistical_events(c, *cl.chains, true, true),
+                         ref::statistical_p_fail, ref::unit_roundoff(c.prob.type));
+}
 
 // This rank's output blocks against the expected whole outputs.
 template <class T>
@@ -547,6 +566,7 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
                   const std::vector<any_matrix>& got, const expected_outputs& e, error_audit& a) {
   const problem& p = c.prob;
   const double u = ref::unit_roundoff(p.type);
+  const double lambda = lambda_of(c, cl);
   for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
     const tensor_slot t = plan.outputs[i];
     const par::block& b = plan[t].region;
@@ -557,12 +577,19 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
     const std::vector<double>& mag = t.t == tensor::y    ? e.y_mag
                                      : t.t == tensor::dx ? e.dx_mag
                                                          : e.dw_mag[t.layer];
-    double gam = 0;
+    double gam = 0, gam_stat = 0;
+    const std::vector<double>* stat = t.t == tensor::y             ? &e.y_stat
+                                      : t.t == tensor::dx          ? &e.dx_stat
+                                      : t.layer < e.dw_stat.size() ? &e.dw_stat[t.layer]
+                                                                   : nullptr;
+    if (stat != nullptr && stat->empty()) stat = nullptr;
     if (!e.mag_is_bound) {
       const par::chain_lengths ch = cl.chains ? cl.chains->front() : par::chain_lengths{};
       const std::int64_t k_par = t.t == tensor::y ? ch.y : t.t == tensor::dx ? ch.dx : ch.dw;
       const std::int64_t k_ref = t.t == tensor::y ? p.K : t.t == tensor::dx ? p.N : p.M;
       gam = ref::gamma(k_par, p.type) + ref::gamma(k_ref, p.type);
+      if (lambda > 0)
+        gam_stat = ref::tier_gamma(k_par, p.type, lambda) + ref::tier_gamma(k_ref, p.type, lambda);
     }
     if (g.rows != static_cast<std::size_t>(b.rows) || g.cols != static_cast<std::size_t>(b.cols)) {
       a.finite = false;
@@ -592,6 +619,11 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
           a.bound_share = std::max(a.bound_share, err / bound);
         else if (err > 0)
           a.bound_share = INFINITY;
+        const double sb = e.mag_is_bound ? (stat != nullptr ? (*stat)[at] : 0.0) : gam_stat * m;
+        if (sb > 0)
+          a.stat_share = std::max(a.stat_share, err / sb);
+        else if (err > 0 && (lambda > 0 && (stat != nullptr || !e.mag_is_bound)))
+          a.stat_share = INFINITY;
       }
   }
 }
@@ -718,12 +750,12 @@ void first_step(measured& s, const expected_outputs* single, const whole<T>* w) 
   } else {
     const std::vector<par::chain_lengths> chains =
         cl.chains ? *cl.chains : std::vector<par::chain_lengths>(s.c.prob.layers());
-    const expected_outputs e = expect_stack<T>(s.c, *w, chains);
+    const expected_outputs e = expect_stack<T>(s.c, *w, chains, lambda_of(s.c, cl));
     audit_blocks<T>(plan, s.c, cl, r.outputs, e, a);
   }
-  double v[3] = {a.err_u_mag, a.bound_share, a.finite ? 0.0 : 1.0};
-  max_all(v, 3);
-  s.err = {v[0], v[1], v[2] == 0};
+  double v[4] = {a.err_u_mag, a.bound_share, a.stat_share, a.finite ? 0.0 : 1.0};
+  max_all(v, 4);
+  s.err = {v[0], v[1], v[2], v[3] == 0};
 }
 
 // --- output: the table, the JSON, the plots -----------------------------------------------------
@@ -753,15 +785,17 @@ std::string table(const std::vector<measured>& all, const reference_run& ref_run
   int width = 24;
   for (const measured& s : all) width = std::max(width, static_cast<int>(s.name.size()));
   char line[512];
-  std::snprintf(line, sizeof line, "%-*s %11s %11s %11s %11s  %10s %10s  %10s %10s  %6s  %9s %6s\n",
-                width, "strategy", "time", "compute", "comm", "predicted", "sent/rank", "recv/rank",
-                "memory/rank", "bound", "bubble", "err/u·mag", "bound%");
+  std::snprintf(line, sizeof line,
+                "%-*s %11s %11s %11s %11s  %10s %10s  %10s %10s  %6s  %9s %6s %6s\n", width,
+                "strategy", "time", "compute", "comm", "predicted", "sent/rank", "recv/rank",
+                "memory/rank", "bound", "bubble", "err/u·mag", "bound%", "stat%");
   os << line;
   const double t_ref = median(ref_run.reps);
-  std::snprintf(line, sizeof line, "%-*s %11s %11s %11s %11s  %10s %10s  %10s %10s  %6s  %9s %6s\n",
-                width, "reference (1 device)", ms(t_ref).c_str(), ms(t_ref).c_str(), ms(0).c_str(),
+  std::snprintf(line, sizeof line,
+                "%-*s %11s %11s %11s %11s  %10s %10s  %10s %10s  %6s  %9s %6s %6s\n", width,
+                "reference (1 device)", ms(t_ref).c_str(), ms(t_ref).c_str(), ms(0).c_str(),
                 ms(ref_run.predicted).c_str(), "0 B", "0 B",
-                human_bytes(ref_run.inputs + ref_run.peak).c_str(), "-", "-", "0.00", "0.0");
+                human_bytes(ref_run.inputs + ref_run.peak).c_str(), "-", "-", "0.00", "0.0", "0.0");
   os << line;
   for (const measured& s : all) {
     const double t = median(s.reps), comm = median(s.comm_reps);
@@ -778,12 +812,13 @@ std::string table(const std::vector<measured>& all, const reference_run& ref_run
     const std::string bubble = is_pipeline(*s.k) ? fmt("%.2f", s.pred.bubble) : "-";
     const std::string err = s.c.prob.layers() > 1 ? "-" : ratio(s.err.err_u_mag);
     const std::string share = s.err.finite ? ratio(100 * s.err.bound_share) : "NaN";
+    const std::string stat_share = s.err.finite ? ratio(100 * s.err.stat_share) : "NaN";
     std::snprintf(
-        line, sizeof line, "%-*s %11s %11s %11s %11s  %10s %10s  %10s %10s  %6s  %9s %6s\n", width,
-        s.name.c_str(), ms(t).c_str(), ms(std::max(t - comm, 0.0)).c_str(), ms(comm).c_str(),
+        line, sizeof line, "%-*s %11s %11s %11s %11s  %10s %10s  %10s %10s  %6s  %9s %6s %6s\n",
+        width, s.name.c_str(), ms(t).c_str(), ms(std::max(t - comm, 0.0)).c_str(), ms(comm).c_str(),
         ms(s.pred.time).c_str(), human_bytes(static_cast<std::int64_t>(max_of(s.sent))).c_str(),
         human_bytes(static_cast<std::int64_t>(max_of(s.received))).c_str(), held.c_str(),
-        bound.c_str(), bubble.c_str(), err.c_str(), share.c_str());
+        bound.c_str(), bubble.c_str(), err.c_str(), share.c_str(), stat_share.c_str());
     os << line;
   }
   return os.str();
@@ -911,6 +946,7 @@ json strategy_json(const measured& s) {
             {"error",
              {{"err_u_mag", s.c.prob.layers() > 1 ? json(nullptr) : json(s.err.err_u_mag)},
               {"bound_share", s.err.bound_share},
+              {"statistical_share", s.err.stat_share},
               {"finite", s.err.finite}}}};
   if (is_pipeline(*s.k))
     j["bubble"] = {{"theory", s.pred.bubble},

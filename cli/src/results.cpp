@@ -92,11 +92,36 @@ const failure_record* first_failure(const strategy_result& r, unsigned p) {
 
 std::string name_of(unsigned p) { return std::string(prop::to_string(prop::property{p})); }
 
+// Every judged dtype × tensor × mode: {"dtype": "f32", "tensor": "Y", "mode": "uniform",
+// "err_u_mag": 0.31, "rigorous_share": 1.2e-4, "statistical_share": 0.031}; a tier not applied
+// (exact mode) is null.
+nlohmann::ordered_json errors_json(const prop::error_figures& e) {
+  using json = nlohmann::ordered_json;
+  json out = json::array();
+  const auto or_null = [](double v) { return v < 0 ? json(nullptr) : json(v); };
+  for (std::size_t t = 0; t < prop::error_figures::dtypes; ++t)
+    for (const par::tensor out_t : {par::tensor::y, par::tensor::dx, par::tensor::dw})
+      for (std::size_t m = 0; m < prop::error_figures::modes; ++m) {
+        const auto type = static_cast<dtype>(t);
+        const auto mode = static_cast<value_mode>(m);
+        const prop::error_cell& c = e.cells[prop::error_figures::index(type, out_t, mode)];
+        if (c.err_u_mag < 0) continue;
+        out.push_back({{"dtype", to_string(type)},
+                       {"tensor", par::to_string(out_t)},
+                       {"mode", to_string(mode)},
+                       {"err_u_mag", c.err_u_mag},
+                       {"rigorous_share", or_null(c.rigorous)},
+                       {"statistical_share", or_null(c.statistical)}});
+      }
+  return out;
+}
+
 }  // namespace
 
 void strategy_result::add(const prop::case_verdict& v) {
   ++replayed;
   worst_error = std::max(worst_error, v.worst_error);
+  errors.merge(v.errors);
   recorded_sent = std::max(recorded_sent, v.recorded_sent);
   if (v.failed == 0 && v.worst_memory >= worst_memory) {
     worst_memory = v.worst_memory;
@@ -213,6 +238,7 @@ std::string json_text(const run_results& r) {
               {"replayed", s.replayed},
               {"seconds", s.seconds},
               {"worst_error_ratio", s.worst_error},
+              {"errors", errors_json(s.errors)},
               {"max_recorded_bytes_sent", s.recorded_sent}};
     const std::string_view mem = status_of(s, r.mask, memory);
     if (mem == "not claimed" || mem == "not measured" || mem == "not selected")

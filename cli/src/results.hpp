@@ -29,6 +29,7 @@ struct strategy_result {
   int replayed = 0;  // cases from the corpus or replay lines
   double seconds = 0;
   double worst_error = 0, worst_memory = 0;
+  prop::error_figures errors;  // per dtype, output tensor and mode, with each tier's share
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
   std::int64_t recorded_sent = 0;  // the most bytes one rank sent in one case, as recorded
   unsigned not_claimed = 0, not_measured = 0;

@@ -83,6 +83,7 @@ def check(doc, ranks, plot_dir=None):
         if err["finite"] is not True:
             raise ValueError(f"{name}: non-finite outputs")
         number(err["bound_share"], f"{name}.error.bound_share", 0, 1)
+        number(err["statistical_share"], f"{name}.error.statistical_share", 0, 1)
         if err["err_u_mag"] is not None:
             number(err["err_u_mag"], f"{name}.error.err_u_mag")
         if s["bubble"] is not None:

@@ -71,6 +71,15 @@ def check_suite(junit, json_path, command):
         fail(f"{good} memory {g['memory']}")
     if not 0 <= g["worst_error_ratio"] or g["seconds"] <= 0:
         fail(f"{good} worst error {g['worst_error_ratio']}, seconds {g['seconds']}")
+    # The error figures per dtype × tensor × mode: a passing strategy within both tiers' bounds
+    # (the statistical one is null in exact mode only).
+    if not g["errors"]:
+        fail(f"{good}: no error figures")
+    for e in g["errors"]:
+        if e["dtype"] not in ("f32", "f64") or e["tensor"] not in ("Y", "dX", "dW") or \
+                not 0 <= e["err_u_mag"] or (e["mode"] != "exact") != (e["rigorous_share"] is not None) \
+                or not 0 <= (e["rigorous_share"] or 0) <= 1 or not 0 <= (e["statistical_share"] or 0) <= 1:
+            fail(f"{good} error figures {e}")
     if g["properties"]["ledger"] != "not selected" or g["properties"]["forward"] != "pass":
         fail(f"{good} properties {g['properties']}")
     f0 = b["failures"][0]

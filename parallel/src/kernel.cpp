@@ -267,17 +267,19 @@ void complete_and_validate(const kernel& s, run_case& c) {
     throw invalid_problem(who + std::to_string(c.prob.layers()) +
                           " layer(s), but the kernel needs a stack of at least " +
                           std::to_string(info.min_layers) + " (H=...)");
-  if (c.mode == value_mode::exact && c.prob.layers() > 1) {
-    const std::string why = ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act},
-                                                     c.prob.M, c.prob.type);
-    if (!why.empty()) throw invalid_problem(who + "exact mode would round: " + why);
+  // exact mode: values on a grid 2^−g chosen from the contraction lengths (stack.hpp exact_grid;
+  // g = 3 for one layer up to K = 2¹⁸ in f32) keep every sum exact; none at all beyond g = 0.
+  // bf16 and f16 use coarser values of their own (mixed.hpp exact_limit).
+  if (c.mode == value_mode::exact && is_storage16(c.prob.type)) {
+    const std::int64_t exact_limit = ref::exact_limit(c.prob.type);
+    if (std::max({c.prob.M, c.prob.N, c.prob.K}) > exact_limit)
+      throw invalid_problem(who + "exact mode needs M, N, K ≤ " + std::to_string(exact_limit) +
+                            " in " + std::string(to_string(c.prob.type)) + " (sums stay exact)");
+  } else if (c.mode == value_mode::exact && ref::exact_grid_of(c.prob) < 0) {
+    throw invalid_problem(who + "exact mode would round: " +
+                          ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act},
+                                                   c.prob.M, c.prob.type));
   }
-  // exact mode: products are multiples of 2⁻⁶ of magnitude ≤ 1, so a sum of k of them is exact
-  // while k·2⁶ fits the significand (2²⁴ or 2⁵³); bf16 and f16 use coarser values (mixed.hpp).
-  const std::int64_t exact_limit = ref::exact_limit(c.prob.type);
-  if (c.mode == value_mode::exact && std::max({c.prob.M, c.prob.N, c.prob.K}) > exact_limit)
-    throw invalid_problem(who + "exact mode needs M, N, K ≤ " + std::to_string(exact_limit) +
-                          " in " + std::string(to_string(c.prob.type)) + " (sums stay exact)");
   int unfactored = c.p;  // p divided by the divides_p parameters so far
   for (const param_spec& ps : info.params) {
     const auto it = c.params.try_emplace(ps.name, ps.fallback).first;

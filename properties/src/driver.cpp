@@ -188,6 +188,10 @@ case_verdict driver::execute(const std::string& message) {
   par::check_mpi(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, w), "verdict");
   double worst[2] = {mine.worst_error, mine.worst_memory}, worst_all[2] = {0, 0};
   par::check_mpi(MPI_Allreduce(worst, worst_all, 2, MPI_DOUBLE, MPI_MAX, w), "verdict");
+  static_assert(sizeof(error_figures::cells) == error_figures::size * 3 * sizeof(double));
+  par::check_mpi(MPI_Allreduce(mine.errors.cells.data(), out.errors.cells.data(),
+                               static_cast<int>(error_figures::size * 3), MPI_DOUBLE, MPI_MAX, w),
+                 "verdict");
   long long bytes[3] = {mine.peak_bytes, mine.bound_bytes, mine.recorded_sent};
   long long bytes_all[3] = {0, 0, 0};
   par::check_mpi(MPI_Allreduce(bytes, bytes_all, 3, MPI_LONG_LONG, MPI_MAX, w), "verdict");
@@ -322,6 +326,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
       report.bound_bytes = v.bound_bytes;
     }
     report.worst_error = std::max(report.worst_error, v.worst_error);
+    report.errors.merge(v.errors);
     report.recorded_sent = std::max(report.recorded_sent, v.recorded_sent);
     report.not_claimed |= v.not_claimed;
     report.not_measured |= v.not_measured;

@@ -15,6 +15,22 @@ rc::Gen<std::int64_t> dimension(int p) {
        {1, rc::gen::inRange<std::int64_t>(65, 200)}});
 }
 
+rc::Gen<std::int64_t> large_dimension(std::int64_t max) {
+  return rc::gen::exec([max] {
+    const int top = 63 - __builtin_clzll(static_cast<unsigned long long>(max));  // ⌊log2 max⌋
+    const int e = *rc::gen::inRange(6, top + 1);                                 // 2^6 = 64
+    const std::int64_t lo = std::max<std::int64_t>(65, std::int64_t{1} << e);
+    const std::int64_t hi = std::min(max, (std::int64_t{1} << (e + 1)) - 1);
+    return *rc::gen::inRange<std::int64_t>(std::min(lo, hi), hi + 1);
+  });
+}
+
+std::int64_t small_beside(std::int64_t big) {
+  std::int64_t s = 1;
+  while ((s + 1) * (s + 1) * big <= large_flops && s < 64) ++s;
+  return s;
+}
+
 rc::Gen<par::partition> partition_of(std::int64_t n, int parts) {
   return rc::gen::exec([n, parts] {
     if (*rc::gen::inRange(0, 3) == 0) return par::partition::balanced(n, parts);
@@ -80,81 +96,120 @@ void draw_policy(const par::kernel_info& info, par::run_case& c) {
 }
 }  // namespace
 
+namespace {
+par::run_case draw_case(const par::kernel& s, int max_p, const case_pins& pins, bool allow_large);
+}  // namespace
+
 rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins& pins) {
   // At full size from the first case: worker counts and shapes are drawn evenly over their whole
   // ranges (RapidCheck would otherwise start every run with tiny ranges); edge cases come from
   // the weighted choices and from shrinking.
   return rc::gen::resize(
       100, rc::gen::exec([&s, max_p, pins] {
-        const par::kernel_info& info = s.info();
-        par::run_case c;
-        c.strategy = info.name;
-        // p is a multiple of the pinned mesh factors.
-        int step = 1;
-        for (const par::param_spec& ps : info.params)
-          if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
-            step *= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
-        if (!pins.p && step > max_p)
-          throw invalid_problem(info.name + ": the pinned mesh factors need " +
-                                std::to_string(step) + " workers; only " + std::to_string(max_p) +
-                                " ranks were launched");
-        c.p = pins.p ? *pins.p : step * *rc::gen::inRange(1, max_p / step + 1);
-        c.prob.M = *dimension(c.p);
-        c.prob.N = *dimension(c.p);
-        c.prob.K = *dimension(c.p);
-        // Only what the kernel supports.
-        c.prob.type = *rc::gen::elementOf(info.dtypes);
-        c.prob.layout = *rc::gen::elementOf(info.layouts);
-        c.mode = *rc::gen::elementOf(info.modes);
-        if (is_storage16(c.prob.type)) draw_policy(info, c);
-        // Hidden widths and the activation only for strategies that run stacks.
-        if (info.max_layers > 1) {
-          const auto layers = *rc::gen::inRange(info.min_layers, info.max_layers + 1);
-          for (std::size_t l = 1; l < layers; ++l) c.prob.hidden.push_back(*dimension(c.p));
-          if (layers > 1) c.prob.act = *rc::gen::element(activation::identity, activation::relu);
-          // Exact mode in f32 can round a stack's wider sums: such shapes run in f64, and deep
-          // wide stacks that would round even there run on uniform data.
-          const auto exact_problem = [&] {
-            return ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
-                                            c.prob.type);
-          };
-          if (c.mode == value_mode::exact && !exact_problem().empty() && info.supports(dtype::f64))
-            c.prob.type = dtype::f64;
-          if (c.mode == value_mode::exact && !exact_problem().empty())
-            c.mode = *rc::gen::elementOf(other_modes(info, value_mode::exact));
+        // A large case that would issue more than large_collectives collectives and messages on
+        // rank 0 (sharded_weights at K = 22,290 with 1-row buckets: 22,290 gathers; 41 s) is drawn
+        // again at the usual sizes.
+        par::run_case c = draw_case(s, max_p, pins, true);
+        if (c.prob.M + c.prob.N + c.prob.K <= 600) return c;
+        try {
+          const par::claims cl = s.cost(c, std::vector<int>(s.mesh_dims(c).size(), 0));
+          if (!cl.collectives ||
+              static_cast<std::int64_t>(cl.collectives->forward.size() +
+                                        cl.collectives->backward.size()) <= large_collectives)
+            return c;
+        } catch (const std::exception&) {
+          return c;  // the case itself says what is wrong when it runs
         }
-        c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
-        // Unpinned: mpi, native, or native with the tree all-reduce
-        // (backend=native:all_reduce=tree).
-        if (pins.backend) {
-          c.backend = *pins.backend;
-        } else {
-          c.backend = *rc::gen::element(par::backend::mpi, par::backend::native);
-          if (c.backend.kind == par::backend::native && *rc::gen::element(false, true))
-            c.backend.algorithms.set(par::collective::all_reduce, par::algorithm::tree);
-        }
-        // The mesh factors: pinned ones first set aside (p is a multiple of them), then the others
-        // drawn in order from what is left, so that together they factorise p.
-        int unfactored = c.p;
-        for (const par::param_spec& ps : info.params)
-          if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
-            unfactored /= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
-        for (const par::param_spec& ps : info.params) {
-          if (const auto pin = pins.params.find(ps.name); pin != pins.params.end()) {
-            c.params[ps.name] = pin->second;
-          } else if (ps.divides_p) {
-            const std::int64_t d = *divisor_of(unfactored);
-            c.params[ps.name] = d;
-            unfactored /= static_cast<int>(d);
-          } else {
-            c.params[ps.name] = *parameter(ps);
-          }
-        }
-        for (const par::split& sp : par::splits_of(s, c))
-          c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
-        par::complete_and_validate(s, c);
-        return c;
+        return draw_case(s, max_p, pins, false);
       }));
 }
+
+namespace {
+
+par::run_case draw_case(const par::kernel& s, int max_p, const case_pins& pins, bool allow_large) {
+  return *rc::gen::exec([&s, max_p, &pins, allow_large] {
+    const par::kernel_info& info = s.info();
+    par::run_case c;
+    c.strategy = info.name;
+    // p is a multiple of the pinned mesh factors.
+    int step = 1;
+    for (const par::param_spec& ps : info.params)
+      if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
+        step *= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
+    if (!pins.p && step > max_p)
+      throw invalid_problem(info.name + ": the pinned mesh factors need " + std::to_string(step) +
+                            " workers; only " + std::to_string(max_p) + " ranks were launched");
+    c.p = pins.p ? *pins.p : step * *rc::gen::inRange(1, max_p / step + 1);
+    c.prob.M = *dimension(c.p);
+    c.prob.N = *dimension(c.p);
+    c.prob.K = *dimension(c.p);
+    // Now and then one dimension large, the others (hidden widths too) small beside it.
+    std::int64_t cap = -1;
+    if (allow_large && *rc::gen::inRange(0, large_one_in) == 0) {
+      std::int64_t* dims[3] = {&c.prob.M, &c.prob.N, &c.prob.K};
+      const int which = *rc::gen::inRange(0, 3);
+      const std::int64_t big = *large_dimension(which == 2 ? large_k : large_mn);
+      cap = small_beside(big);
+      for (int d = 0; d < 3; ++d)
+        *dims[d] = d == which ? big : *rc::gen::inRange<std::int64_t>(0, cap + 1);
+    }
+    // Only what the kernel supports.
+    c.prob.type = *rc::gen::elementOf(info.dtypes);
+    c.prob.layout = *rc::gen::elementOf(info.layouts);
+    c.mode = *rc::gen::elementOf(info.modes);
+    if (is_storage16(c.prob.type)) draw_policy(info, c);
+    // Hidden widths and the activation only for strategies that run stacks.
+    if (info.max_layers > 1) {
+      const auto layers = *rc::gen::inRange(info.min_layers, info.max_layers + 1);
+      for (std::size_t l = 1; l < layers; ++l)
+        c.prob.hidden.push_back(cap < 0 ? *dimension(c.p)
+                                        : *rc::gen::inRange<std::int64_t>(0, cap + 1));
+      if (layers > 1) c.prob.act = *rc::gen::element(activation::identity, activation::relu);
+      // Exact mode in f32 can round a stack's wider sums: such shapes run in f64, and deep
+      // wide stacks that would round even there run on uniform data.
+      const auto exact_problem = [&] {
+        return ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
+                                        c.prob.type);
+      };
+      if (c.mode == value_mode::exact && !exact_problem().empty() && info.supports(dtype::f64))
+        c.prob.type = dtype::f64;
+      if (c.mode == value_mode::exact && !exact_problem().empty())
+        c.mode = *rc::gen::elementOf(other_modes(info, value_mode::exact));
+    }
+    c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
+    // Unpinned: mpi, native, or native with the tree all-reduce
+    // (backend=native:all_reduce=tree).
+    if (pins.backend) {
+      c.backend = *pins.backend;
+    } else {
+      c.backend = *rc::gen::element(par::backend::mpi, par::backend::native);
+      if (c.backend.kind == par::backend::native && *rc::gen::element(false, true))
+        c.backend.algorithms.set(par::collective::all_reduce, par::algorithm::tree);
+    }
+    // The mesh factors: pinned ones first set aside (p is a multiple of them), then the others
+    // drawn in order from what is left, so that together they factorise p.
+    int unfactored = c.p;
+    for (const par::param_spec& ps : info.params)
+      if (const auto pin = pins.params.find(ps.name); ps.divides_p && pin != pins.params.end())
+        unfactored /= static_cast<int>(std::max<std::int64_t>(pin->second, 1));
+    for (const par::param_spec& ps : info.params) {
+      if (const auto pin = pins.params.find(ps.name); pin != pins.params.end()) {
+        c.params[ps.name] = pin->second;
+      } else if (ps.divides_p) {
+        const std::int64_t d = *divisor_of(unfactored);
+        c.params[ps.name] = d;
+        unfactored /= static_cast<int>(d);
+      } else {
+        c.params[ps.name] = *parameter(ps);
+      }
+    }
+    for (const par::split& sp : par::splits_of(s, c))
+      c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
+    par::complete_and_validate(s, c);
+    return c;
+  });
+}
+
+}  // namespace
 
 }  // namespace shardcheck::prop

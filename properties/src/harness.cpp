@@ -91,6 +91,7 @@ matrix<T> generate(const par::run_case& c, tensor_slot t, std::span<const par::i
                           std::to_string(nc) + " elements is too large to allocate");
   matrix<T> m(static_cast<std::size_t>(nr), static_cast<std::size_t>(nc));
   std::vector<T> tile;
+  const int grid = c.mode == value_mode::exact ? std::max(ref::exact_grid_of(c.prob), 0) : 3;
   std::size_t i0 = 0;
   for (const par::index_run& r : rows) {
     std::size_t j0 = 0;
@@ -100,7 +101,7 @@ matrix<T> generate(const par::run_case& c, tensor_slot t, std::span<const par::i
       if (!direct) tile.resize(tr * tc);
       T* at = direct ? m.row(i0) : tile.data();
       ref::fill_block<T>(c.mode, c.seed, par::data_id_of(t), static_cast<std::uint64_t>(r.offset),
-                         tr, static_cast<std::uint64_t>(q.offset), tc, at);
+                         tr, static_cast<std::uint64_t>(q.offset), tc, at, 0, grid);
       if (!direct)
         for (std::size_t i = 0; i < tr; ++i)
           std::copy(tile.begin() + static_cast<std::ptrdiff_t>(i * tc),
@@ -132,9 +133,11 @@ any_matrix generate_block(const par::run_case& c, const par::tensor_plan& t) {
 
 struct expectation {
   any_matrix value;
-  std::vector<double> mag;
+  std::vector<double> mag;  // |X||W|ᵀ; a stack's rigorous bound
   std::int64_t k_ref = 0;
   std::int64_t flops = 0, panel_bytes = 0;  // what computing it took (verdict::check_flops)
+  // A stack's: its statistical bound (empty when the tier is off) and its magnitude product.
+  std::vector<double> stat_bound, stack_mag;
 };
 
 // Output t's inner (contraction) dimension: K for Y, N for dX, M for dW.
@@ -213,7 +216,8 @@ expectation expect(const par::run_case& c, tensor t, const block& b, par::index_
 // and rank, whatever the number of layers.
 template <class T>
 ref::stack_expectation<T> expect_whole_stack(const par::run_case& c,
-                                             std::span<const par::chain_lengths> layer_chains) {
+                                             std::span<const par::chain_lengths> layer_chains,
+                                             double lambda) {
   const auto& p = c.prob;
   const ref::stack_shape shape{p.layout, p.widths(), p.act};
   const auto x = generate<T>(c, {tensor::x, 0}, 0, p.M, 0, p.K);
@@ -236,8 +240,18 @@ ref::stack_expectation<T> expect_whole_stack(const par::run_case& c,
   // stack_expect reads a null dY as "forward only": an empty dY (no rows or N = 0) is not null.
   const T none{};
   const T* dy_ptr = dy.data.empty() ? &none : dy.data.data();
-  return ref::stack_expect<T>(shape, static_cast<std::size_t>(p.M), x.data.data(), w_ptrs, dy_ptr,
-                              chains, p.type);
+  ref::stack_expectation<T> e = ref::stack_expect<T>(shape, static_cast<std::size_t>(p.M),
+                                                     x.data.data(), w_ptrs, dy_ptr, chains, p.type);
+  if (lambda > 0) {
+    // The statistical tier's bounds: the same induction with γ̃ (stack.hpp).
+    ref::stack_expectation<T> st =
+        ref::stack_expect<T>(shape, static_cast<std::size_t>(p.M), x.data.data(), w_ptrs, dy_ptr,
+                             chains, p.type, lambda);
+    e.y_stat_bound = std::move(st.y_bound);
+    e.dx_stat_bound = std::move(st.dx_bound);
+    e.dw_stat_bound = std::move(st.dw_bound);
+  }
+  return e;
 }
 
 // Block b of stack output t, sliced from the whole stack's reference.
@@ -251,11 +265,21 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
   const std::vector<double>& bound = t.t == tensor::y    ? all.y_bound
                                      : t.t == tensor::dx ? all.dx_bound
                                                          : all.dw_bound[t.layer];
+  const std::vector<double>& mag = t.t == tensor::y    ? all.y_mag
+                                   : t.t == tensor::dx ? all.dx_mag
+                                                       : all.dw_mag[t.layer];
+  const bool stat = !all.y_stat_bound.empty() || !all.dw_stat_bound.empty();  // M = 0: no Y
+  const std::vector<double>& stat_bound = !stat               ? all.y_stat_bound
+                                          : t.t == tensor::y  ? all.y_stat_bound
+                                          : t.t == tensor::dx ? all.dx_stat_bound
+                                                              : all.dw_stat_bound[t.layer];
   const auto full_cols = static_cast<std::size_t>(par::dim_length(p, par::dim_names(t, p).second));
   const auto br = static_cast<std::size_t>(b.rows), bc = static_cast<std::size_t>(b.cols);
   expectation e;
   e.value = par::make_matrix<T>(br, bc);
   e.mag.assign(br * bc, 0.0);
+  e.stack_mag.assign(br * bc, 0.0);
+  if (stat) e.stat_bound.assign(br * bc, 0.0);
   T* out = std::get<matrix<T>>(e.value).data.data();
   const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
   for (std::size_t i = 0; i < br; ++i)
@@ -266,6 +290,8 @@ expectation expect_stack(const par::run_case& c, tensor_slot t, const block& b,
           static_cast<std::size_t>(gi) * full_cols + static_cast<std::size_t>(gj);
       out[i * bc + j] = value[at];
       e.mag[i * bc + j] = bound[at];
+      e.stack_mag[i * bc + j] = mag[at];
+      if (stat) e.stat_bound[i * bc + j] = stat_bound[at];
     }
   return e;
 }
@@ -278,9 +304,9 @@ struct stack_reference {
   std::int64_t flops = 0, panel_bytes = 0;
   template <class T>
   const ref::stack_expectation<T>& get(const par::run_case& c,
-                                       std::span<const par::chain_lengths> chains) {
+                                       std::span<const par::chain_lengths> chains, double lambda) {
     if (!std::holds_alternative<ref::stack_expectation<T>>(all)) {
-      all = expect_whole_stack<T>(c, chains);
+      all = expect_whole_stack<T>(c, chains, lambda);
       const auto& p = c.prob;
       const std::vector<std::int64_t> d = p.widths();
       std::int64_t weights = 0;
@@ -321,11 +347,31 @@ std::vector<par::chain_lengths> chains_or_zero(const par::claims& cl, const par:
   return std::vector<par::chain_lengths>(c.prob.layers());
 }
 
-// Judges output t on this rank; returns an empty string when it passes. Updates worst_error.
+// The statistical tier of case c (bound.hpp): λ from the case's rounding events
+// (statistical_events), so that a correct kernel fails it with probability ≤ statistical_p_fail,
+// and that probability. λ = 0 (off): exact mode (bitwise) or no chains claimed.
+struct statistical_tier {
+  double lambda = 0, p_fail = 0;
+};
+statistical_tier statistical_tier_of(const par::run_case& c,
+                                     std::span<const par::chain_lengths> chains, bool forward,
+                                     bool backward, bool claimed) {
+  if (c.mode == value_mode::exact || !claimed || chains.empty()) return {};
+  const double events = statistical_events(c, chains, forward, backward);
+  const double u = ref::unit_roundoff(c.prob.type);
+  statistical_tier st;
+  st.lambda = ref::lambda_for(events, ref::statistical_p_fail, u);
+  st.p_fail = ref::false_alarm(events, st.lambda, u);
+  return st;
+}
+
+// Judges output t on this rank; returns an empty string when it passes. Updates the error
+// figures (and worst_error, their largest err/u·mag).
 template <class T>
 std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_matrix& got_any,
                   std::span<const par::chain_lengths> chains, stack_reference& whole, int rank,
-                  const std::vector<int>& coords, double& worst_error, expectation& single) {
+                  const std::vector<int>& coords, const statistical_tier& tier, verdict& v,
+                  expectation& single) {
   const auto& got = std::get<matrix<T>>(got_any);
   const block& b = t.region;
   if (static_cast<std::int64_t>(got.rows) != b.rows ||
@@ -337,8 +383,8 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   }
   if (b.rows == 0 || b.cols == 0) return {};  // nothing here (e.g. another stage's tensor)
   const bool stack = c.prob.layers() > 1;
-  const expectation e =
-      stack ? expect_stack<T>(c, t.slot, b, whole.get<T>(c, chains)) : std::move(single);
+  const expectation e = stack ? expect_stack<T>(c, t.slot, b, whole.get<T>(c, chains, tier.lambda))
+                              : std::move(single);
   const auto& want = std::get<matrix<T>>(e.value);
   const auto rows = got.rows, cols = got.cols;
   ref::compare_options opt;
@@ -347,13 +393,36 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   opt.k_par = stack ? 0 : chain_of(chains.front(), t.slot.t);
   opt.k_ref = e.k_ref;
   opt.k_mag = e.k_ref;
+  opt.lambda = stack ? 0 : tier.lambda;
+  opt.stat_bound = stack && !e.stat_bound.empty() ? e.stat_bound.data() : nullptr;
   const double u = ref::unit_roundoff(c.prob.type);
-  // A stack's bound is no magnitude product: its elements stay out of worst_error.
-  for (std::size_t i = 0; i < rows * cols && !stack; ++i) {
+  // The figures: error in u·mag, and the share of each tier's bound used.
+  error_cell& cell = v.errors.at(c.prob.type, t.slot.t, c.mode);
+  const auto share = [](double err, double bound) {
+    return err == 0 ? 0.0 : bound > 0 ? err / bound : INFINITY;
+  };
+  // Each tier's bound per unit of mag, once per block (element_bound is this times mag, but for
+  // the last rounding: good enough for a share).
+  const double per_mag_rig =
+      stack ? 0 : ref::element_bound(1.0, opt.k_par, opt.k_ref, c.prob.type, opt.k_mag);
+  const double per_mag_stat =
+      stack || tier.lambda <= 0
+          ? 0
+          : ref::element_bound(1.0, opt.k_par, opt.k_ref, c.prob.type, opt.k_mag, tier.lambda);
+  for (std::size_t i = 0; i < rows * cols; ++i) {
     const double g = got.data[i], w = want.data[i];
-    if (std::isfinite(g) && std::isfinite(w) && e.mag[i] > 0)
-      worst_error = std::max(worst_error, std::abs(g - w) / (u * e.mag[i]));
+    if (!std::isfinite(g) || !std::isfinite(w)) continue;
+    const double err = std::abs(g - w);
+    const double mag = stack ? e.stack_mag[i] : e.mag[i];
+    if (mag > 0) cell.err_u_mag = std::max(cell.err_u_mag, err / (u * mag));
+    if (opt.bitwise) continue;
+    const double rigorous = stack ? e.mag[i] : per_mag_rig * e.mag[i];
+    cell.rigorous = std::max(cell.rigorous, share(err, rigorous));
+    if (tier.lambda <= 0 || (stack && e.stat_bound.empty())) continue;
+    const double stat = stack ? e.stat_bound[i] : per_mag_stat * e.mag[i];
+    cell.statistical = std::max(cell.statistical, share(err, stat));
   }
+  v.worst_error = std::max(v.worst_error, cell.err_u_mag);
   const auto bad = ref::compare_block<T>(rows, cols, got.data.data(), cols, want.data.data(), cols,
                                          e.mag.data(), cols, opt);
   if (!bad) return {};
@@ -361,13 +430,21 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   os.precision(17);
   os << where(t.name, b, rank, coords, bad->row, bad->col) << ": got " << bad->got << ", expected "
      << bad->expected;
-  if (opt.bitwise)
+  if (opt.bitwise) {
     os << " (exact mode: bitwise equality required)";
-  else if (stack)
+  } else if (bad->reason == "statistical") {
+    os.precision(3);
+    os << ", statistical bound " << bad->bound << " (λ=" << tier.lambda;
+    if (!stack) os << ", k_par=" << opt.k_par << ", k_ref=" << opt.k_ref;
+    os << "), error = " << bad->ratio << "·bound; within the rigorous bound, above the "
+       << "statistical one, which a correct kernel exceeds on a case with probability ≤ "
+       << tier.p_fail << " (independent mean-zero rounding errors)";
+  } else if (stack) {
     os << ", stack bound " << bad->bound << ", error = " << bad->ratio << "·bound";
-  else
+  } else {
     os << ", bound " << bad->bound << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref
        << "), error = " << bad->ratio << "·u·mag";
+  }
   if (!bad->reason.empty()) os << " [" << bad->reason << "]";
   return os.str();
 }
@@ -784,6 +861,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
   }
   const std::vector<par::chain_lengths> chains =
       ran ? chains_or_zero(*cl, c) : std::vector<par::chain_lengths>();
+  const statistical_tier tier =
+      ran ? statistical_tier_of(c, chains, run.on(property::forward), run.on(property::backward),
+                                cl->chains.has_value())
+          : statistical_tier{};
   stack_reference whole;
   mem::peak_scope scope;
   const auto start = std::chrono::steady_clock::now();
@@ -800,12 +881,11 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     if (!ran || !run.on(prop) || !judgeable) continue;
     const par::tensor_plan& tp = (*plan)[t];
     if (is_storage16(c.prob.type)) {  // judged against its own widened reference, unshared
-      const std::string bad_16 =
-          c.prob.type == dtype::bf16
-              ? judge_mixed<bfloat16_t>(c, tp, got->out(t), chains, run.rank, plan->coords,
-                                        run.v.worst_error)
-              : judge_mixed<half_t>(c, tp, got->out(t), chains, run.rank, plan->coords,
-                                    run.v.worst_error);
+      const std::string bad_16 = c.prob.type == dtype::bf16
+                                     ? judge_mixed<bfloat16_t>(c, tp, got->out(t), chains, run.rank,
+                                                               plan->coords, run.v.worst_error)
+                                     : judge_mixed<half_t>(c, tp, got->out(t), chains, run.rank,
+                                                           plan->coords, run.v.worst_error);
       if (!bad_16.empty()) run.fail(prop, bad_16);
       continue;
     }
@@ -862,9 +942,9 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
       }
       const std::string bad = c.prob.type == dtype::f32
                                   ? judge<float>(c, tp, got->out(t), chains, whole, run.rank,
-                                                 plan->coords, run.v.worst_error, e)
+                                                 plan->coords, tier, run.v, e)
                                   : judge<double>(c, tp, got->out(t), chains, whole, run.rank,
-                                                  plan->coords, run.v.worst_error, e);
+                                                  plan->coords, tier, run.v, e);
       if (!bad.empty()) run.fail(prop, bad);
     } catch (const std::exception& x) {
       if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
@@ -1021,6 +1101,60 @@ void check_replicas(case_run& run, par::comm& case_comm, const std::vector<tenso
 }
 
 }  // namespace
+
+double statistical_events(const par::run_case& c, std::span<const par::chain_lengths> chains,
+                          bool forward, bool backward) {
+  const auto& p = c.prob;
+  const std::vector<std::int64_t> d = p.widths();
+  const auto rows = static_cast<double>(p.M);
+  const bool stack = d.size() > 2;  // every layer's H_l is bounded, whatever is judged
+  double events = 0;
+  for (std::size_t l = 1; l < d.size() && l <= chains.size(); ++l) {
+    const auto in = static_cast<double>(d[l - 1]), out = static_cast<double>(d[l]);
+    const par::chain_lengths& k = chains[l - 1];
+    // Per element and computation, one event per term of its dot product (each term's rounding
+    // factors are the chain, at most k): the contraction length, or the chain if it is longer.
+    const auto terms = [](std::int64_t k_par, std::int64_t n) {
+      return static_cast<double>(std::max(k_par, n) + n);
+    };
+    if (forward || stack) events += rows * out * terms(k.y, d[l - 1]);
+    if (backward) {
+      events += rows * in * terms(k.dx, d[l]);
+      events += out * in * terms(k.dw, p.M);
+    }
+  }
+  return events;
+}
+
+std::size_t error_figures::index(dtype t, par::tensor out, value_mode m) {
+  const std::size_t ti = out == tensor::y ? 0 : out == tensor::dx ? 1 : 2;
+  return (static_cast<std::size_t>(t) * tensors + ti) * modes + static_cast<std::size_t>(m);
+}
+
+void error_figures::merge(const error_figures& o) {
+  for (std::size_t i = 0; i < size; ++i) {
+    cells[i].err_u_mag = std::max(cells[i].err_u_mag, o.cells[i].err_u_mag);
+    cells[i].rigorous = std::max(cells[i].rigorous, o.cells[i].rigorous);
+    cells[i].statistical = std::max(cells[i].statistical, o.cells[i].statistical);
+  }
+}
+
+error_cell error_figures::over_modes(dtype t, par::tensor out) const {
+  error_cell c;
+  for (std::size_t m = 0; m < modes; ++m) {
+    const error_cell& x = cells[index(t, out, static_cast<value_mode>(m))];
+    c.err_u_mag = std::max(c.err_u_mag, x.err_u_mag);
+    c.rigorous = std::max(c.rigorous, x.rigorous);
+    c.statistical = std::max(c.statistical, x.statistical);
+  }
+  return c;
+}
+
+double error_figures::worst_u_mag() const {
+  double w = 0;
+  for (const error_cell& c : cells) w = std::max(w, c.err_u_mag);
+  return w;
+}
 
 rank_inputs inputs_of(const par::case_plan& plan, const par::run_case& c) {
   rank_inputs in;

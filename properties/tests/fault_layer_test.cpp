@@ -149,6 +149,18 @@ TEST(fault_layer, skipped_all_reduce_keeps_the_partial_and_reports_the_real_traf
   EXPECT_EQ(r.log->acts, 1);
 }
 
+// reduce_in_bf16 acts on f32 reductions only (its rounding is shown by the selftest's gate cell
+// and cli.statistical_tier_fires): an f64 all-reduce of 1 + 2⁻⁸ passes untouched, unacted.
+TEST(fault_layer, bf16_reduction_leaves_f64_alone) {
+  rig<mutants::reduce_in_bf16> r(1, 3);
+  const v start{1.00390625, 1.01171875, 0.5};
+  v buf = start;
+  const call c = reduce_call(buf);
+  EXPECT_TRUE(same_traffic(r.layer->run(c), fake_collectives::traffic_of(c)));
+  EXPECT_EQ(buf, bare(1, 3, c, start));
+  EXPECT_EQ(r.log->acts, 0);
+}
+
 TEST(fault_layer, scatter_only_reduces_the_own_balanced_chunk) {
   rig<mutants::ar_scatter_only> r(1, 3);
   v buf(7, 1.0);  // balanced chunks of 7 over 3: 3, 2, 2; rank 1 holds [3, 5)
@@ -374,6 +386,7 @@ TEST(fault_layer, leaves_untargeted_collectives_alone) {
   passes_untargeted<mutants::ar_order_alternates>(collective::all_reduce);
   passes_untargeted<mutants::ar_rank_order>(collective::all_reduce);
   passes_untargeted<mutants::rs_even_offsets>(collective::reduce_scatter);
+  passes_untargeted<mutants::reduce_in_bf16>(collective::all_reduce);
   passes_untargeted<mutants::bcast_wrong_root>(collective::broadcast);
   passes_untargeted<mutants::a2a_reversed>(collective::all_to_all);
   passes_untargeted<mutants::started_early>(collective::barrier);  // blocking calls all pass

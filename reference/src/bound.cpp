@@ -24,11 +24,15 @@ double gamma(std::int64_t k, dtype t) {
 }
 
 double element_bound(double mag, std::int64_t k_par, std::int64_t k_ref, dtype t,
-                     std::int64_t k_mag) {
+                     std::int64_t k_mag, double lambda) {
   if (mag == 0.0) return 0.0;
   const double inflate = 1.0 - gamma(k_mag, dtype::f64);
   if (!(inflate > 0.0)) return std::numeric_limits<double>::infinity();
-  return (gamma(k_par, t) + gamma(k_ref, t)) * mag / inflate;
+  return (tier_gamma(k_par, t, lambda) + tier_gamma(k_ref, t, lambda)) * mag / inflate;
+}
+
+double tier_gamma(std::int64_t k, dtype t, double lambda) {
+  return lambda > 0 ? gamma_tilde(k, unit_roundoff(t), lambda) : gamma(k, t);
 }
 
 double gamma_tilde(std::int64_t k, double u, double lambda) {

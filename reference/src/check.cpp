@@ -35,6 +35,19 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
   const double u = unit_roundoff(t);
   if (mag == nullptr && !opt.bitwise && rows > 0 && cols > 0)
     throw error("compare_block: mag is required unless bitwise");
+  const bool statistical = opt.mag_is_bound ? opt.stat_bound != nullptr : opt.lambda > 0;
+  std::optional<mismatch> first_statistical;
+  // element_bound's factors, once per block (mag == 0 gives 0 through them as through it).
+  const double inflate = 1.0 - gamma(opt.k_mag, dtype::f64);
+  const double g_rig = gamma(opt.k_par, t) + gamma(opt.k_ref, t);
+  const double g_stat = statistical && !opt.mag_is_bound ? tier_gamma(opt.k_par, t, opt.lambda) +
+                                                               tier_gamma(opt.k_ref, t, opt.lambda)
+                                                         : 0.0;
+  const auto bound_of = [&](double g, double m) {
+    if (m == 0.0) return 0.0;
+    if (!(inflate > 0.0)) return std::numeric_limits<double>::infinity();
+    return g * m / inflate;
+  };
   for (std::size_t i = 0; i < rows; ++i) {
     for (std::size_t j = 0; j < cols; ++j) {
       const T g = got[i * ld_got + j];
@@ -55,14 +68,23 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
         mm.reason = "bitwise";
         return mm;
       }
-      mm.bound = opt.mag_is_bound ? m : element_bound(m, opt.k_par, opt.k_ref, t, opt.k_mag);
-      if (err <= mm.bound) continue;
+      mm.bound = opt.mag_is_bound ? m : bound_of(g_rig, m);
+      if (err <= mm.bound) {
+        if (!statistical || first_statistical) continue;
+        const double sb = opt.mag_is_bound ? opt.stat_bound[i * ld_mag + j] : bound_of(g_stat, m);
+        if (err <= sb) continue;
+        mm.bound = sb;
+        mm.ratio = err / sb;
+        mm.reason = "statistical";
+        first_statistical = mm;
+        continue;
+      }
       mm.ratio = opt.mag_is_bound ? err / m : ratio_of(err, u, m);
       mm.reason = "value";
       return mm;
     }
   }
-  return std::nullopt;
+  return first_statistical;
 }
 
 template std::optional<mismatch> compare_block<float>(std::size_t, std::size_t, const float*,

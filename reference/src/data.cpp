@@ -1,5 +1,6 @@
 #include "shardcheck/reference/data.hpp"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -35,17 +36,35 @@ constexpr std::uint64_t below(std::uint64_t h, std::uint64_t n) { return ((h >> 
 template <class T>
 constexpr int digits = std::numeric_limits<T>::digits;
 
+// 2^e, exactly (|e| ≤ 64): a multiplication by it is what std::ldexp does, without its cost
+// (the data generator's largest one: a fifth of a large case's time went to scalbnf).
+template <class C>
+constexpr C pow2(int e) {
+  C v = 1;
+  for (; e > 0; --e) v *= 2;
+  for (; e < 0; ++e) v /= 2;
+  return v;
+}
+
 // j · 2^-D: [0, 1) with every significand bit random.
 template <class C, int D>
 C unit(std::uint64_t h) {
-  return std::ldexp(static_cast<C>(h >> (64 - D)), -D);
+  return static_cast<C>(h >> (64 - D)) * pow2<C>(-D);
 }
 
 // 1 + f · 2^-(D-1): [1, 2) with every fraction bit random.
 template <class C, int D>
 C one_two(std::uint64_t h) {
-  return C(1) + std::ldexp(static_cast<C>(h >> (64 - (D - 1))), 1 - D);
+  return C(1) + static_cast<C>(h >> (64 - (D - 1))) * pow2<C>(1 - D);
 }
+
+// wide mode's scales 2^−16 … 2^16.
+template <class C>
+constexpr auto wide_scale = [] {
+  std::array<C, 33> a{};
+  for (int i = 0; i < 33; ++i) a[static_cast<std::size_t>(i)] = pow2<C>(i - 16);
+  return a;
+}();
 
 template <class C>
 C sign(std::uint64_t h, C v) {
@@ -55,7 +74,7 @@ C sign(std::uint64_t h, C v) {
 template <class C, int D>
 C uniform(std::uint64_t h) {
   const auto j = static_cast<std::int64_t>(h >> (64 - D));
-  return std::ldexp(static_cast<C>(j - (std::int64_t{1} << (D - 1))), 1 - D);
+  return static_cast<C>(j - (std::int64_t{1} << (D - 1))) * pow2<C>(1 - D);
 }
 
 // Exact mode's values: multiples of 1/8 in [-1, 1] in f32 and f64; in the 16-bit dtypes, coarser
@@ -72,20 +91,28 @@ float exact_value(std::uint64_t h) {
     return static_cast<float>(static_cast<int>(below(h, 17)) - 8) / 8.0f;
 }
 
+// exact mode at grid 2^−g: j·2^−g, j uniform in [−2^g, 2^g]; g = 3 gives (below(h, 17) − 8)/8.
 template <class T>
-T from_hash(value_mode mode, std::uint64_t h) {
+T from_hash(value_mode mode, std::uint64_t h, int grid) {
   using C = wide_t<T>;
   constexpr int D = digits<T>;
   const std::uint64_t h2 = mix(h ^ 0x5851f42d4c957f2dULL);
   C v = C(0);
   switch (mode) {
-    case value_mode::exact: v = static_cast<C>(exact_value<T>(h)); break;
-    case value_mode::uniform: v = uniform<C, D>(h); break;
-    case value_mode::wide:
-      v = sign(h2, std::ldexp(one_two<C, D>(h), static_cast<int>(below(h2, 33)) - 16));
+    case value_mode::exact:
+      if constexpr (sizeof(T) == 2) {
+        v = static_cast<C>(exact_value<T>(h));
+      } else {
+        const int scale = 1 << grid;
+        v = static_cast<C>(static_cast<int>(below(h, 2 * static_cast<std::uint64_t>(scale) + 1)) -
+                           scale) /
+            static_cast<C>(scale);
+      }
       break;
+    case value_mode::uniform: v = uniform<C, D>(h); break;
+    case value_mode::wide: v = sign(h2, one_two<C, D>(h) * wide_scale<C>[below(h2, 33)]); break;
     case value_mode::cancel:
-      v = sign(h2, (h2 & 2) ? std::ldexp(one_two<C, D>(h), 12) : unit<C, D>(h));
+      v = sign(h2, (h2 & 2) ? one_two<C, D>(h) * pow2<C>(12) : unit<C, D>(h));
       break;
     case value_mode::nonfinite:
       v = uniform<C, D>(h);
@@ -101,6 +128,11 @@ T from_hash(value_mode mode, std::uint64_t h) {
   return static_cast<T>(v);
 }
 
+void check_grid(int grid) {
+  if (grid < 0 || grid > 20)
+    throw error("exact mode's grid 2^-" + std::to_string(grid) + " is outside 2^0 … 2^-20");
+}
+
 }  // namespace
 
 std::uint64_t counter_hash(std::uint64_t seed, std::uint32_t tensor, std::uint64_t row,
@@ -110,14 +142,16 @@ std::uint64_t counter_hash(std::uint64_t seed, std::uint32_t tensor, std::uint64
 
 template <class T>
 T element(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::uint64_t row,
-          std::uint64_t col) {
-  return from_hash<T>(mode, counter_hash(seed, tensor, row, col));
+          std::uint64_t col, int grid) {
+  check_grid(grid);
+  return from_hash<T>(mode, counter_hash(seed, tensor, row, col), grid);
 }
 
 template <class T>
 void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::uint64_t row0,
-                std::uint64_t rows, std::uint64_t col0, std::uint64_t cols, T* out,
-                std::size_t ld) {
+                std::uint64_t rows, std::uint64_t col0, std::uint64_t cols, T* out, std::size_t ld,
+                int grid) {
+  check_grid(grid);
   if (ld == 0) ld = cols;
   if (ld < cols)
     throw error("fill_block: ld = " + std::to_string(ld) +
@@ -125,26 +159,30 @@ void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::
   for (std::uint64_t r = 0; r < rows; ++r) {
     const std::uint64_t prefix = row_prefix(seed, tensor, row0 + r);
     T* row = out + r * ld;
-    for (std::uint64_t c = 0; c < cols; ++c) row[c] = from_hash<T>(mode, finish(prefix, col0 + c));
+    for (std::uint64_t c = 0; c < cols; ++c)
+      row[c] = from_hash<T>(mode, finish(prefix, col0 + c), grid);
   }
 }
 
 template float element<float>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                              std::uint64_t);
+                              std::uint64_t, int);
 template double element<double>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                std::uint64_t);
+                                std::uint64_t, int);
 template void fill_block<float>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                std::uint64_t, std::uint64_t, std::uint64_t, float*, std::size_t);
+                                std::uint64_t, std::uint64_t, std::uint64_t, float*, std::size_t,
+                                int);
 template void fill_block<double>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                 std::uint64_t, std::uint64_t, std::uint64_t, double*, std::size_t);
+                                 std::uint64_t, std::uint64_t, std::uint64_t, double*, std::size_t,
+                                 int);
 template bfloat16_t element<bfloat16_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                        std::uint64_t);
+                                        std::uint64_t, int);
 template half_t element<half_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                std::uint64_t);
+                                std::uint64_t, int);
 template void fill_block<bfloat16_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
                                      std::uint64_t, std::uint64_t, std::uint64_t, bfloat16_t*,
-                                     std::size_t);
+                                     std::size_t, int);
 template void fill_block<half_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
-                                 std::uint64_t, std::uint64_t, std::uint64_t, half_t*, std::size_t);
+                                 std::uint64_t, std::uint64_t, std::uint64_t, half_t*, std::size_t,
+                                 int);
 
 }  // namespace shardcheck::ref

@@ -18,8 +18,13 @@ stack_chains reference_chains(const stack_shape& s, std::int64_t rows) {
   return c;
 }
 
-std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t) {
-  const double limit = std::ldexp(1.0, t == dtype::f32 ? 24 : 53);
+namespace {
+
+// Why exact mode's sums of stack s could round at grid 2^−g in a significand of `digits` bits,
+// or "" if they cannot: the largest magnitude of any partial sum, in units of its grid
+// 2^{−g(L+1)}, must fit.
+std::string exact_problem_at(const stack_shape& s, std::int64_t rows, int digits, int g) {
+  const double limit = std::ldexp(1.0, digits);
   const std::size_t L = s.layers();
   auto product = [&](std::size_t from, std::size_t to) {  // Π d_j, from ≤ j ≤ to
     double p = 1;
@@ -33,14 +38,32 @@ std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t
   };
   for (std::size_t l = 1; l <= L; ++l) {
     for (std::string bad :
-         {check("H", l, product(0, l - 1), 3 * static_cast<int>(l + 1)),
-          check("dA", l - 1, product(l, L), 3 * static_cast<int>(L - l + 2)),
+         {check("H", l, product(0, l - 1), g * static_cast<int>(l + 1)),
+          check("dA", l - 1, product(l, L), g * static_cast<int>(L - l + 2)),
           check("dW", l,
                 static_cast<double>(rows) * product(l + 1, L) * (l >= 2 ? product(0, l - 2) : 1.0),
-                3 * static_cast<int>(L + 1))})
+                g * static_cast<int>(L + 1))})
       if (!bad.empty()) return bad;
   }
   return {};
+}
+
+int digits_of(dtype t) { return t == dtype::f32 ? 24 : 53; }
+
+}  // namespace
+
+int exact_grid(const stack_shape& s, std::int64_t rows, int digits) {
+  for (int g = exact_finest_grid; g >= 0; --g)
+    if (exact_problem_at(s, rows, digits, g).empty()) return g;
+  return -1;
+}
+
+int exact_grid_of(const problem& p) {
+  return exact_grid({p.layout, p.widths(), p.act}, p.M, digits_of(p.type));
+}
+
+std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t) {
+  return exact_problem_at(s, rows, digits_of(t), 0);
 }
 
 template <class T>
@@ -124,7 +147,7 @@ int branch(activation a, double h, double delta) {
 template <class T>
 stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const T* x,
                                   std::span<const T* const> ws, const T* dy,
-                                  const stack_chains& par, dtype t) {
+                                  const stack_chains& par, dtype t, double lambda) {
   const std::size_t L = s.layers();
   const stack_chains ref = reference_chains(s, static_cast<std::int64_t>(rows));
   // Every double product and update below rounds; together they stay within γ_kmag (double) of
@@ -152,13 +175,14 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
     std::vector<T> h(rows * dl);
     linear_forward<T>(s.layout, rows, dl, dp, a_val.back().data(), ws[l - 1], h.data());
     tracked out =
-        through_weight(in, rows * dl, gamma(par.h[l - 1], t), gamma(ref.h[l - 1], t),
-                       [&](const double* a, double* z) {
+        through_weight(in, rows * dl, tier_gamma(par.h[l - 1], t, lambda),
+                       tier_gamma(ref.h[l - 1], t, lambda), [&](const double* a, double* z) {
                          linear_forward<double>(s.layout, rows, dl, dp, a, abs_w[l - 1].data(), z);
                        });
     if (l == L) {
       e.y = std::move(h);
       e.y_bound = finish(std::move(out.delta));
+      e.y_mag = std::move(out.mag);
       break;
     }
     // f is 1-Lipschitz with |f(h)| ≤ |h|: delta and mag carry over, except where both
@@ -179,6 +203,7 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
   tracked gt{std::vector<double>(g.size(), 0.0), absolute(dy, g.size()), 1, 1};
   e.dw.resize(L);
   e.dw_bound.resize(L);
+  e.dw_mag.resize(L);
   for (std::size_t l = L; l >= 1; --l) {
     const auto dl = s.width(l), dp = s.width(l - 1), wn = s.weight_size(l);
     const tracked& at = a_trk[l - 1];
@@ -191,23 +216,26 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
     linear_backward_dw<double>(s.layout, rows, dl, dp, gt.mag.data(), at.mag.data(), mm.data());
     linear_backward_dw<double>(s.layout, rows, dl, dp, gt.delta.data(), at.mag.data(), dm.data());
     linear_backward_dw<double>(s.layout, rows, dl, dp, gt.mag.data(), at.delta.data(), md.data());
-    const double wp = gamma(par.dw[l - 1], t), wr = gamma(ref.dw[l - 1], t);
+    const double wp = tier_gamma(par.dw[l - 1], t, lambda),
+                 wr = tier_gamma(ref.dw[l - 1], t, lambda);
     std::vector<double> b = axpy(at.scale_par, dm, std::vector<double>(wn, 0.0));
     b = axpy(gt.scale_ref, md, std::move(b));
     b = axpy(wp * gt.scale_par * at.scale_par + wr * gt.scale_ref * at.scale_ref, mm, std::move(b));
     e.dw_bound[l - 1] = finish(std::move(b));
+    e.dw_mag[l - 1] = std::move(mm);
 
     // dA_{l−1} = dH_l·W_l (W_l shared: exact).
     std::vector<T> da(rows * dp);
     linear_backward_dx<T>(s.layout, rows, dl, dp, g.data(), ws[l - 1], da.data());
-    tracked dt = through_weight(gt, da.size(), gamma(par.da[l - 1], t), gamma(ref.da[l - 1], t),
-                                [&](const double* a, double* z) {
-                                  linear_backward_dx<double>(s.layout, rows, dl, dp, a,
-                                                             abs_w[l - 1].data(), z);
-                                });
+    tracked dt = through_weight(
+        gt, da.size(), tier_gamma(par.da[l - 1], t, lambda), tier_gamma(ref.da[l - 1], t, lambda),
+        [&](const double* a, double* z) {
+          linear_backward_dx<double>(s.layout, rows, dl, dp, a, abs_w[l - 1].data(), z);
+        });
     if (l == 1) {
       e.dx = std::move(da);
       e.dx_bound = finish(std::move(dt.delta));
+      e.dx_mag = std::move(dt.mag);
       break;
     }
     // Through f'(H_{l−1}): where the branch is uncertain one computation may pass dA and the
@@ -234,7 +262,7 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
                                  std::span<const T* const>, T*, std::vector<std::vector<T>>*); \
   template stack_expectation<T> stack_expect<T>(const stack_shape&, std::size_t, const T*,     \
                                                 std::span<const T* const>, const T*,           \
-                                                const stack_chains&, dtype);
+                                                const stack_chains&, dtype, double);
 SHARDCHECK_STACK_INSTANTIATE(float)
 SHARDCHECK_STACK_INSTANTIATE(double)
 #undef SHARDCHECK_STACK_INSTANTIATE

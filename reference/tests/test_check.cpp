@@ -184,5 +184,63 @@ TYPED_TEST(check_test, empty_block_passes) {
   EXPECT_FALSE(compare_block<T>(5, 0, nullptr, 0, nullptr, 0, nullptr, 0, this->opt).has_value());
 }
 
+// The statistical tier at k_par = k_ref = 4096 on 2 elements of mag 1 (λ from 2·2·4096 events):
+// γ̃_4096(λ) ≈ 64λ·u against γ_4096 ≈ 4096·u, so an error of 3000·u fails as "statistical" with the
+// statistical bound, 100·u passes, and a rigorous failure later in the block is reported first.
+// At k = 25 the statistical bound, 5λ·u, is the looser one: it never fires before the rigorous.
+TYPED_TEST(check_test, statistical_tier_fires_between_the_two_bounds) {
+  using T = TypeParam;
+  const dtype t = dtype_of<T>();
+  const double u = unit_roundoff(t);
+  const double lambda = lambda_for(2.0 * 2 * 4096, statistical_p_fail, u);
+  compare_options opt{false, 4096, 4096, 4096};
+  opt.lambda = lambda;
+  const double mag[2] = {1.0, 1.0};
+  const double stat = element_bound(1.0, 4096, 4096, t, 4096, lambda);
+  const double rigorous = element_bound(1.0, 4096, 4096, t, 4096);
+  EXPECT_NEAR(stat, 2 * 64 * lambda * u, 1e-3 * stat);
+  ASSERT_LT(3000 * u, rigorous);
+  ASSERT_GT(3000 * u, stat);
+  const T expected[2] = {T(0.5), T(0.25)};
+  T got[2] = {static_cast<T>(0.5 + 3000 * u), T(0.25)};
+  const auto mm = compare_block<T>(1, 2, got, 2, expected, 2, mag, 2, opt);
+  ASSERT_TRUE(mm.has_value());
+  EXPECT_EQ(mm->reason, "statistical");
+  EXPECT_EQ(mm->col, 0u);
+  EXPECT_DOUBLE_EQ(mm->bound, stat);
+  EXPECT_NEAR(mm->ratio, 3000 * u / stat, 1e-6 * mm->ratio);
+  // Off (λ = 0): the same block passes the rigorous bound alone.
+  opt.lambda = 0;
+  EXPECT_FALSE(compare_block<T>(1, 2, got, 2, expected, 2, mag, 2, opt).has_value());
+  // A rigorous failure at a later element wins.
+  opt.lambda = lambda;
+  got[1] = static_cast<T>(0.25 + 2 * rigorous);
+  const auto hard = compare_block<T>(1, 2, got, 2, expected, 2, mag, 2, opt);
+  ASSERT_TRUE(hard.has_value());
+  EXPECT_EQ(hard->reason, "value");
+  EXPECT_EQ(hard->col, 1u);
+  // Within the statistical bound: passes.
+  const T close[2] = {static_cast<T>(0.5 + 100 * u), T(0.25)};
+  EXPECT_FALSE(compare_block<T>(1, 2, close, 2, expected, 2, mag, 2, opt).has_value());
+  // At k = 25 the statistical bound is above the rigorous one.
+  EXPECT_GT(element_bound(1.0, 25, 25, t, 25, lambda), element_bound(1.0, 25, 25, t, 25));
+}
+
+// A stack's statistical bound comes per element (stat_bound), like its rigorous one.
+TYPED_TEST(check_test, statistical_tier_of_a_stack_reads_its_bound_array) {
+  using T = TypeParam;
+  const T got[2] = {T(1.5), T(2.0)}, expected[2] = {T(1.0), T(2.0)};
+  const double rigorous[2] = {1.0, 1.0}, stat[2] = {0.25, 0.25};
+  compare_options opt;
+  opt.mag_is_bound = true;
+  opt.stat_bound = stat;
+  const auto mm = compare_block<T>(1, 2, got, 2, expected, 2, rigorous, 2, opt);
+  ASSERT_TRUE(mm.has_value());
+  EXPECT_EQ(mm->reason, "statistical");
+  EXPECT_DOUBLE_EQ(mm->ratio, 2.0);
+  opt.stat_bound = nullptr;
+  EXPECT_FALSE(compare_block<T>(1, 2, got, 2, expected, 2, rigorous, 2, opt).has_value());
+}
+
 }  // namespace
 }  // namespace shardcheck::ref::test

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "naive.hpp"
@@ -13,9 +14,9 @@ namespace {
 
 template <class T>
 std::vector<T> data(value_mode mode, std::uint64_t seed, std::uint32_t id, std::size_t rows,
-                    std::size_t cols) {
+                    std::size_t cols, int grid) {
   std::vector<T> v(rows * cols);
-  fill_block<T>(mode, seed, id, 0, rows, 0, cols, v.data());
+  fill_block<T>(mode, seed, id, 0, rows, 0, cols, v.data(), 0, grid);
   return v;
 }
 
@@ -27,14 +28,15 @@ struct stack_data {
 };
 
 template <class T>
-stack_data<T> make(const stack_shape& s, std::size_t rows, value_mode mode, std::uint64_t seed) {
+stack_data<T> make(const stack_shape& s, std::size_t rows, value_mode mode, std::uint64_t seed,
+                   int grid = 3) {
   stack_data<T> d;
-  d.x = data<T>(mode, seed, 1, rows, s.width(0));
-  d.dy = data<T>(mode, seed, 3, rows, s.width(s.layers()));
+  d.x = data<T>(mode, seed, 1, rows, s.width(0), grid);
+  d.dy = data<T>(mode, seed, 3, rows, s.width(s.layers()), grid);
   for (std::size_t l = 1; l <= s.layers(); ++l)
     d.w.push_back(data<T>(mode, seed, static_cast<std::uint32_t>(100 + l),
                           s.layout == weight_layout::out_in ? s.width(l) : s.width(l - 1),
-                          s.layout == weight_layout::out_in ? s.width(l - 1) : s.width(l)));
+                          s.layout == weight_layout::out_in ? s.width(l - 1) : s.width(l), grid));
   for (const auto& w : d.w) d.ws.push_back(w.data());
   return d;
 }
@@ -190,9 +192,10 @@ int exact_cases_bitwise() {
   for (const auto& wd : widths)
     for (activation act : {activation::identity, activation::relu}) {
       const stack_shape s{weight_layout::out_in, wd, act};
-      if (!exact_stack_problem(s, 11, dtype_of<T>()).empty()) continue;
+      const int grid = exact_grid(s, 11, std::numeric_limits<T>::digits);
+      if (grid < 0) continue;
       ++ran;
-      const auto d = make<T>(s, 11, value_mode::exact, 5);
+      const auto d = make<T>(s, 11, value_mode::exact, 5, grid);
       const auto got = naive_stack(s, 11, d, act);
       const auto e = stack_expect<T>(s, 11, d.x.data(), d.ws, d.dy.data(), reference_chains(s, 11),
                                      dtype_of<T>());
@@ -205,20 +208,48 @@ int exact_cases_bitwise() {
 
 TEST(stack, exact_mode_is_bitwise) {
   EXPECT_EQ(exact_cases_bitwise<double>(), static_cast<int>(2 * widths.size()));
-  EXPECT_GE(exact_cases_bitwise<float>(), 10);
+  EXPECT_EQ(exact_cases_bitwise<float>(), static_cast<int>(2 * widths.size()));
+}
+
+// A coarser grid where a finer one could round: a stack 4096 → 200 → 50 on 64 rows in f32 is
+// exact at g = 1 (its bitwise run below), and the shapes f32 refused at g = 3 run.
+TEST(stack, exact_mode_coarsens_its_grid_for_long_contractions) {
+  const stack_shape s{weight_layout::out_in, {4096, 200, 50}, activation::relu};
+  EXPECT_EQ(exact_grid(s, 64, 24), 1);
+  EXPECT_EQ(exact_grid(s, 64, 53), 3);
+  const stack_shape small{weight_layout::out_in, {400, 200, 40}, activation::identity};
+  const int grid = exact_grid(small, 7, 24);
+  EXPECT_EQ(grid, 2);
+  const auto d = make<float>(small, 7, value_mode::exact, 3, grid);
+  const auto got = naive_stack(small, 7, d, activation::identity);
+  const auto e = stack_expect<float>(small, 7, d.x.data(), d.ws, d.dy.data(),
+                                     reference_chains(small, 7), dtype::f32);
+  EXPECT_EQ(got.y, e.y);
+  EXPECT_EQ(got.dx, e.dx);
+  EXPECT_EQ(got.dw, e.dw);
 }
 
 TEST(stack, exact_mode_refuses_sums_that_could_round) {
+  // H_2 of 200 → 200 → 3 needs 15.3 bits and 3g of grid: g = 2 in f32, 3 in f64.
   const stack_shape s{weight_layout::out_in, {200, 200, 3}, activation::relu};
-  EXPECT_NE(exact_stack_problem(s, 10, dtype::f32), "");
-  EXPECT_EQ(exact_stack_problem(s, 10, dtype::f64), "");
-  // One layer: K·2⁶ ≤ 2²⁴, as for the linear layer.
-  EXPECT_EQ(exact_stack_problem({weight_layout::out_in, {1 << 18, 1}, activation::identity}, 1,
-                                dtype::f32),
-            "");
-  EXPECT_NE(exact_stack_problem({weight_layout::out_in, {(1 << 18) + 1, 1}, activation::identity},
-                                1, dtype::f32),
-            "");
+  EXPECT_EQ(exact_grid(s, 10, 24), 2);
+  EXPECT_EQ(exact_grid(s, 10, 53), 3);
+  EXPECT_EQ(exact_stack_problem(s, 10, dtype::f32), "");
+  // One layer: K·2^{2g} ≤ 2²⁴, as for the linear layer; at g = 0 (values −1, 0, 1) up to 2²⁴.
+  const auto one = [](std::int64_t k) {
+    return stack_shape{weight_layout::out_in, {k, 1}, activation::identity};
+  };
+  EXPECT_EQ(exact_grid(one(1 << 18), 1, 24), 3);
+  EXPECT_EQ(exact_grid(one((1 << 18) + 1), 1, 24), 2);
+  EXPECT_EQ(exact_grid(one(1 << 24), 1, 24), 0);
+  EXPECT_EQ(exact_grid(one((1 << 24) + 1), 1, 24), -1);
+  EXPECT_EQ(exact_stack_problem(one(1 << 24), 1, dtype::f32), "");
+  EXPECT_NE(exact_stack_problem(one((1 << 24) + 1), 1, dtype::f32), "");
+  // Three layers of 4096 in f32: 2³⁶ even at g = 0.
+  EXPECT_NE(
+      exact_stack_problem({weight_layout::out_in, {4096, 4096, 4096, 4096}, activation::identity},
+                          4, dtype::f32),
+      "");
 }
 
 // The bound can fail: a computation that forgets the ReLU is caught.

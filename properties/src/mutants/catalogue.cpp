@@ -21,7 +21,7 @@ using mutants::fire_log;
 using par::collective;
 using par::layer_position;
 
-constexpr std::array<old_mutant, 29> old_table{{
+constexpr std::array<old_mutant, 30> old_table{{
     {"dp_drop_last_shard", "mutant.ag_drop_last@data_parallel", property::forward},
     {"dp_reversed_order", "mutant.ag_reversed@data_parallel", property::forward},
     {"dp_no_dw_all_reduce", "mutant.ar_skipped@data_parallel", property::backward},
@@ -52,6 +52,7 @@ constexpr std::array<old_mutant, 29> old_table{{
     {"nonblocking_dw_short_by_one", "mutant.started_early@collective.overlap", property::backward},
     {"rp_partials_in_bf16", "mutant.partials_in_storage@row_parallel", property::forward},
     {"rp_acc_in_bf16", "mutant.acc_in_storage@row_parallel", property::forward},
+    {"rp_reduces_in_bf16", "mutant.reduce_in_bf16@row_parallel", property::forward},
 }};
 
 // What a strategy's claims list, over the sampled cases.
@@ -164,6 +165,15 @@ std::vector<fault_op> fault_ops() {
        below,
        maker<mutants::rs_even_offsets>(),
        kind(collective::reduce_scatter)},
+      {{"reduce_in_bf16",
+        "all-reduce, reduce-scatter: f32 partial sums rounded to bfloat16 before the "
+        "reduction",
+        "all_reduce, reduce_scatter"},
+       below,
+       maker<mutants::reduce_in_bf16>(),
+       [](const usage& u) {
+         return has(u, collective::all_reduce) || has(u, collective::reduce_scatter);
+       }},
       {{"bcast_wrong_root", "broadcast: from root+1 mod p", "broadcast"},
        below,
        maker<mutants::bcast_wrong_root>(),

@@ -1,6 +1,8 @@
 #include "mutants/faults.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -204,6 +206,40 @@ traffic rs_even_offsets::run(const call& c) {
   }
   call s = c;
   s.in = in_.data();
+  return inner().run(s);
+}
+
+namespace {
+// x rounded to the nearest bfloat16 (its top 16 bits), ties to even; NaN and ±Inf unchanged.
+float to_bf16(float x) {
+  if (!std::isfinite(x)) return x;
+  auto b = std::bit_cast<std::uint32_t>(x);
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return std::bit_cast<float>(b & 0xffff0000u);
+}
+}  // namespace
+
+traffic reduce_in_bf16::run(const call& c) {
+  const bool reduction = c.kind == collective::all_reduce || c.kind == collective::reduce_scatter;
+  if (!reduction || c.type != dtype::f32 || size() < 2) return inner().run(c);
+  const bool in_place = c.in == nullptr;
+  const std::int64_t n = in_place ? c.count : total(c.counts);
+  if (n <= 0) return inner().run(c);
+  float* data = static_cast<float*>(c.out);
+  call s = c;
+  if (!in_place) {
+    in_.resize(as_size(n) * sizeof(float));
+    std::memcpy(in_.data(), c.in, in_.size());
+    data = reinterpret_cast<float*>(in_.data());
+    s.in = in_.data();
+  }
+  bool changed = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float r = to_bf16(data[i]);
+    changed = changed || r != data[i];
+    data[i] = r;
+  }
+  if (changed) fired();
   return inner().run(s);
 }
 

@@ -44,6 +44,7 @@ struct case_verdict {
   unsigned not_claimed = 0;  // properties no rank could judge for want of a claim
   std::string message;       // from the lowest failing rank
   double worst_error = 0, worst_memory = 0;
+  error_figures errors;  // the largest of every rank's (harness.hpp)
   std::int64_t peak_bytes = 0, bound_bytes = 0;
   unsigned not_measured = 0;  // properties some rank could not measure (memory without the hook)
   std::int64_t recorded_sent = 0;  // the most bytes one rank sent, as recorded (verdict)
@@ -65,6 +66,7 @@ struct strategy_report {
   int shrink_runs = 0;
   bool local_minimum = false;
   double worst_error = 0, worst_memory = 0;
+  error_figures errors;                          // over every case run
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
   std::int64_t recorded_sent = 0;                // the most one rank sent in one case
 };

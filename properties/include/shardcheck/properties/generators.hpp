@@ -12,6 +12,18 @@
 namespace shardcheck::prop {
 
 [[nodiscard]] rc::Gen<std::int64_t> dimension(int p);
+// The sizes where defects hide, one dimension at a time: a value in [65, max] drawn evenly over
+// its scales (log-uniform), max = large_k for K and large_mn for M or N. case_for draws one of a
+// case's dimensions with it about one case in large_one_in, the others then at most
+// small_beside(big) so that M·N·K ≤ large_flops: K = 65,536 leaves M, N ≤ 5; N = 8192 leaves
+// M, K ≤ 16. Element counts of Y (M·N), W and dW (N·K) then cross every point where a native
+// collective changes algorithm: an all-reduce's 1024 elements (recursive doubling → ring), a
+// broadcast's 16,384 (binomial tree → chain), a ring's segment of 1 MiB of scratch per chunk.
+inline constexpr std::int64_t large_k = 65536, large_mn = 8192, large_flops = std::int64_t{1} << 21;
+inline constexpr int large_one_in = 64;
+inline constexpr std::int64_t large_collectives = 512;
+[[nodiscard]] rc::Gen<std::int64_t> large_dimension(std::int64_t max);
+[[nodiscard]] std::int64_t small_beside(std::int64_t big);
 [[nodiscard]] rc::Gen<par::partition> partition_of(std::int64_t n, int parts);
 // A value of a strategy parameter; wide ranges are drawn evenly over scales.
 [[nodiscard]] rc::Gen<std::int64_t> parameter(const par::param_spec& ps);

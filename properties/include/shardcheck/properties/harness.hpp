@@ -2,6 +2,7 @@
 // Runs one case on one rank and judges it: the rank generates its own shards, runs the strategy,
 // and checks its own output blocks against a reference computed locally from the rows and columns
 // it needs. Nothing is gathered to rank 0 to check.
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -45,11 +46,36 @@ struct subject {
 // against (e.g. no peak bytes for `memory`), which is never a pass.
 enum class outcome { pass, fail, not_claimed };
 
+// The numbers behind the forward and backward verdicts of one dtype × output tensor (Y, dX, and
+// every layer's dW together) × value mode: the worst |got − expected| / (u·mag) over its finite
+// elements (mag = |X||W|ᵀ, a stack's through its layers), and the worst share of each tier's
+// bound used (|got − expected| / bound; 1 is at the bound). −1: nothing judged there; the tiers
+// stay −1 in exact mode, which is bitwise.
+struct error_cell {
+  double err_u_mag = -1, rigorous = -1, statistical = -1;
+};
+struct error_figures {
+  static constexpr std::size_t dtypes = 2;  // every dtype of types.hpp
+  static constexpr std::size_t tensors = 3, modes = 5;
+  static constexpr std::size_t size = dtypes * tensors * modes;
+  std::array<error_cell, size> cells{};
+  // tensor: y, dx or dw.
+  [[nodiscard]] static std::size_t index(dtype t, par::tensor out, value_mode m);
+  [[nodiscard]] error_cell& at(dtype t, par::tensor out, value_mode m) {
+    return cells[index(t, out, m)];
+  }
+  void merge(const error_figures& o);  // the larger of each figure
+  // Over every mode: the cell of dtype t and tensor out.
+  [[nodiscard]] error_cell over_modes(dtype t, par::tensor out) const;
+  [[nodiscard]] double worst_u_mag() const;
+};
+
 struct verdict {
   unsigned failed = 0;       // properties that failed on this rank
   unsigned not_claimed = 0;  // properties the kernel made no claim for (never counted as a pass)
   std::string message;       // the first failure, fully described
   double worst_error = 0;    // max |got − expected| / (u·mag) over this rank's finite outputs
+  error_figures errors;      // the same per dtype, tensor and mode, with each tier's share
   double worst_memory = 0;   // max measured / bound over phases
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the phase with the worst ratio
   // Properties the program cannot measure (never counted as a pass): `memory` when it does not
@@ -67,6 +93,18 @@ struct verdict {
   std::int64_t check_peak_bytes = 0, check_panel_bytes = 0, check_flops = 0;
   double check_seconds = 0;
 };
+
+// The statistical tier's rounding events of case c (bound.hpp lambda_for): Σ over every judged
+// product's elements of max(k_par, n) + n for a contraction of n terms — a union bound over
+// every term of both computations' dot products (Higham & Mary's Theorem 3.1 fails with
+// probability n·2·exp(−λ²(1 − u)²/2) for n terms, each within γ̃_k(λ) for its k ≤ chain rounding
+// factors; a chain k_par shorter than n, as row-parallel's K/p + depth, still has n terms). A
+// single layer's Y (forward) and dX, dW (backward), or every product of each of a stack's layers.
+// One layer of 64×64×4096, both phases: 64·64·8192 + 64·4096·128 + 64·4096·128 = 1.0e8 events,
+// λ = 8.93 at p_fail = 1e-9.
+[[nodiscard]] double statistical_events(const par::run_case& c,
+                                        std::span<const par::chain_lengths> chains, bool forward,
+                                        bool backward);
 
 // The inputs a rank holds in case c at mesh coordinates `coords`: its blocks of X, W_1 … W_L and
 // dY, generated from the case's seed (benchmarks build their inputs the same way).

@@ -40,8 +40,10 @@ namespace shardcheck::ref {
 // The tolerance for one element: (γ_k_par + γ_k_ref) · mag, where mag is the magnitude product
 // computed in double; it is inflated by 1/(1 − γ_k_mag(double)) to cover the rounding of mag
 // itself.
+// With λ > 0 the statistical tier's tolerance instead: (γ̃_k_par(λ) + γ̃_k_ref(λ)) · mag, the same
+// inflation (the rounding of mag is bounded rigorously in both tiers).
 [[nodiscard]] double element_bound(double mag, std::int64_t k_par, std::int64_t k_ref, dtype t,
-                                   std::int64_t k_mag);
+                                   std::int64_t k_mag, double lambda = 0);
 
 // --- the statistical tier (Higham & Mary, "A new approach to probabilistic rounding error
 // analysis", SIAM J. Sci. Comput. 41(5), 2019) --------------------------------------------------
@@ -60,5 +62,10 @@ namespace shardcheck::ref {
 // The probability bound of the statistical tier at λ for `events` roundings:
 // min(1, 2·events·exp(−λ²(1 − u)²/2)); false_alarm(e, lambda_for(e, p, u), u) ≈ p.
 [[nodiscard]] double false_alarm(double events, double lambda, double u);
+// The tier's γ: the rigorous γ_k when λ = 0, else γ̃_k(λ) with t's unit roundoff.
+[[nodiscard]] double tier_gamma(std::int64_t k, dtype t, double lambda);
+// The false-alarm probability the statistical tier is built for, per case: a correct kernel fails
+// a case as `statistical` with probability at most this (under the assumption above).
+inline constexpr double statistical_p_fail = 1e-9;
 
 }  // namespace shardcheck::ref

@@ -37,9 +37,19 @@ struct stack_chains {
 };
 [[nodiscard]] stack_chains reference_chains(const stack_shape& s, std::int64_t rows);
 
-// Exact mode (values multiples of 1/8 in [−1, 1]) keeps every sum of the stack exact when the
-// largest magnitude of any partial sum, in units of its grid 2^{−3(L+1)}, fits the significand;
-// `rows` contracts in dW. Returns an empty string if so, else why not.
+// Exact mode's values are j·2^−g, |j| ≤ 2^g (data.hpp): multiples of 1/8 (g = 3) unless a
+// stack's long contractions need a coarser grid. Its sums stay exact when the largest magnitude of
+// any partial sum, in units of its grid 2^{−g(L+1)}, fits a significand of `digits` bits; `rows`
+// contracts in dW. exact_grid: the finest such g ≤ 3, or −1 if not even g = 0 (values −1, 0, 1)
+// keeps them exact. A single layer at K = 2¹⁸ in f32 (24 digits): 2¹⁸·2⁶ = 2²⁴, g = 3; widths
+// 4096 → 200 → 50 on 64 rows: g = 3 would need 28.6 bits (H_2), g = 2 25.6, g = 1 fits (22.6).
+// Another storage dtype passes its own significand (bf16: 8, fp16: 11 digits).
+inline constexpr int exact_finest_grid = 3;
+[[nodiscard]] int exact_grid(const stack_shape& s, std::int64_t rows, int digits);
+// exact_grid of problem p in its dtype (f32: 24 digits, f64: 53).
+[[nodiscard]] int exact_grid_of(const problem& p);
+// Why exact mode would round even at the coarsest grid (g = 0), or "" if some grid keeps the
+// stack's sums exact.
 [[nodiscard]] std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t);
 
 // The reference values and, per element, the bound on |parallel − reference| for a parallel
@@ -50,13 +60,25 @@ struct stack_expectation {
   std::vector<std::vector<T>> dw;         // per layer, laid out like W_l
   std::vector<double> y_bound, dx_bound;  // per element
   std::vector<std::vector<double>> dw_bound;
+  // The magnitude products Mag (|X|·|W_1|ᵀ·…, as bounded through the layers; bound.hpp), per
+  // element, un-inflated: the unit in which errors are reported (err / (u·mag)).
+  std::vector<double> y_mag, dx_mag;
+  std::vector<std::vector<double>> dw_mag;
+  // The statistical tier's bounds, when a caller asks for them (a second stack_expect at λ > 0);
+  // empty otherwise.
+  std::vector<double> y_stat_bound, dx_stat_bound;
+  std::vector<std::vector<double>> dw_stat_bound;
 };
 
-// ws[l − 1] is W_l. dy may be null: then only Y and its bound are computed.
+// ws[l − 1] is W_l. dy may be null: then only Y and its bound are computed. λ > 0: the bounds of
+// the statistical tier (bound.hpp), γ̃_k(λ) in place of γ_k in the same induction — it holds
+// whenever every product's every element holds its γ̃ bound, so the events of a union bound are
+// every layer's products' elements × their chains.
 template <class T>
 [[nodiscard]] stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const T* x,
                                                 std::span<const T* const> ws, const T* dy,
-                                                const stack_chains& par, dtype t);
+                                                const stack_chains& par, dtype t,
+                                                double lambda = 0);
 
 // The forward pass alone, for strategies and tests: Y (rows×d_L) and, if `hidden` is not null,
 // the pre-activations H_1 … H_{L−1}.
