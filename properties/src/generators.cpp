@@ -33,6 +33,10 @@ std::int64_t small_beside(std::int64_t big) {
 
 rc::Gen<par::partition> partition_of(std::int64_t n, int parts) {
   return rc::gen::exec([n, parts] {
+    // A shrink replaying a recipe can ask for 0 parts (parts − 1 cuts would then be 2⁶⁴ − 1
+    // elements: selftest ran out of memory so) or more than any case may have.
+    if (parts < 1 || parts > par::max_parts)
+      throw invalid_problem("a split into " + std::to_string(parts) + " parts");
     if (*rc::gen::inRange(0, 3) == 0) return par::partition::balanced(n, parts);
     auto cuts = *rc::gen::container<std::vector<std::int64_t>>(
         static_cast<std::size_t>(parts - 1), rc::gen::inRange<std::int64_t>(0, n + 1));

@@ -134,17 +134,24 @@ TEST(simpler, leaves_what_a_run_pins) {
 }
 
 TEST(simpler, exact_mode_for_a_stack_runs_in_f64_where_f32_would_round) {
-  // K·H = 40000 > 2^15: a 2-layer stack's exact sums would round in f32.
-  const run_case c = completed(
+  // K·H = 200·200: exact mode's grid goes coarser (stack.hpp exact_grid) and stays in f32.
+  const run_case small = completed(
       "strategy=column_row_pair p=2 M=2 N=2 K=200 H=200 act=identity dtype=f32 mode=uniform "
+      "seed=0");
+  EXPECT_TRUE(has(lines(simpler(small, builtin("column_row_pair"))),
+                  "strategy=column_row_pair p=2 M=2 N=2 K=200 H=200 act=identity dtype=f32 "
+                  "layout=out_in mode=exact seed=0 backend=mpi part.H=100,100"));
+  // K·H = 4200·4200 > 2^24: even values in {−1, 0, 1} would round in f32, so f64.
+  const run_case c = completed(
+      "strategy=column_row_pair p=2 M=2 N=2 K=4200 H=4200 act=identity dtype=f32 mode=uniform "
       "seed=0");
   const std::vector<std::string> got = lines(simpler(c, builtin("column_row_pair")));
   EXPECT_TRUE(has(got,
-                  "strategy=column_row_pair p=2 M=2 N=2 K=200 H=200 act=identity dtype=f64 "
-                  "layout=out_in mode=exact seed=0 backend=mpi part.H=100,100"))
+                  "strategy=column_row_pair p=2 M=2 N=2 K=4200 H=4200 act=identity dtype=f64 "
+                  "layout=out_in mode=exact seed=0 backend=mpi part.H=2100,2100"))
       << ::testing::PrintToString(got);
   for (const run_case& d : simpler(c, builtin("column_row_pair")))
-    if (d.mode == value_mode::exact && d.prob.K == 200 && d.prob.hidden[0] == 200) {
+    if (d.mode == value_mode::exact && d.prob.K == 4200 && d.prob.hidden[0] == 4200) {
       EXPECT_EQ(d.prob.type, dtype::f64) << d.to_string();
     }
 }

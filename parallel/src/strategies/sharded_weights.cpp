@@ -155,27 +155,24 @@ class bucket_stream {
 // side so that the smaller operand is the one read again for every piece (a batch of 32 rows
 // against 2048 W rows is cut by W rows: cutting its 32 rows would stream the whole bucket from
 // memory once per piece). Between pieces MPI progresses the pending gather (Open MPI advances
-// non-blocking collectives only inside MPI calls). Once nothing is pending (the last bucket, a
-// single bucket, overlap=0, or the gather has finished) the rest is one product: every piece
-// re-packs the operand it shares with the others, so 16 pieces of 1024×128×2048 cost about 10%
-// more than one 1024×2048×2048 product.
+// non-blocking collectives only inside MPI calls). The pieces are the same whatever the gather's
+// progress: cutting by when it finished would sum differently from run to run (OpenBLAS's
+// blocking follows the piece), which the determinism property caught.
 template <class T>
 void gemm_pieces(comm& world, bool trans_b, std::size_t m, std::size_t n, std::size_t k, const T* a,
                  std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
   const bool by_rows = m >= n;
   const std::size_t length = by_rows ? m : n;
   const std::size_t chunk = std::max<std::size_t>(64, (length + 15) / 16);
-  bool pending = !world.test_pending();
-  for (std::size_t i0 = 0; i0 < length;) {
-    const std::size_t len = pending ? std::min(chunk, length - i0) : length - i0;
+  for (std::size_t i0 = 0; i0 < length; i0 += chunk) {
+    const std::size_t len = std::min(chunk, length - i0);
     if (by_rows)
       ref::gemm<T>(false, trans_b, len, n, k, T(1), a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc,
                    ldc);
     else  // columns i0… of op(B): rows of B when transposed
       ref::gemm<T>(false, trans_b, m, len, k, T(1), a, lda, b + (trans_b ? i0 * ldb : i0), ldb,
                    beta, c + i0, ldc);
-    i0 += len;
-    if (pending) pending = !world.test_pending();
+    world.test_pending();
   }
 }
 
