@@ -50,8 +50,9 @@ constexpr double growth_slack = 0.25;
   if (!(hi > lo)) return INFINITY;
   return std::max(growth_slack, 2 * std::log(2.0) / std::log(hi / lo));
 }
-// The statistical tier's false-alarm probability per tensor and case (Higham & Mary, bound.hpp).
-constexpr double false_alarm_target = 1e-9;
+// The statistical tier's false-alarm probability per tensor and case: verify's
+// (ref::statistical_p_fail, bound.hpp).
+constexpr double false_alarm_target = ref::statistical_p_fail;
 
 // --- the Open MPI algorithm settings in force -------------------------------------------------
 

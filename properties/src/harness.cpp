@@ -555,14 +555,14 @@ std::string judge_mixed(const par::run_case& c, const par::tensor_plan& t,
                              want.cols, e.mag.data(), want.cols, f_par + f_ref, e.k_ref, bitwise);
   // The statistical tier (bound.hpp): the same window with γ̃_k(λ) for every chain, λ from the
   // case's rounding events (every output element of the case × both chains) so that a correct
-  // kernel trips it on a case with probability at most 1e-9.
+  // kernel trips it on a case with probability at most ref::statistical_p_fail.
   double lambda = 0, events = 0;
   const bool statistical = !bad && !bitwise;
   if (statistical) {
     events = mixed_events(c, chains);
     const double u_max =
         std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
-    lambda = ref::lambda_for(events, 1e-9, u_max);
+    lambda = ref::lambda_for(events, ref::statistical_p_fail, u_max);
     const double f_tilde =
         ref::policy_factor_statistical(k_par - k_red, k_red, c.prob.type, c.policy, lambda) +
         ref::gamma_tilde(e.k_ref, ref::unit_roundoff(dtype::f32), lambda);
