@@ -131,7 +131,9 @@ rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins
 namespace {
 
 par::run_case draw_case(const par::kernel& s, int max_p, const case_pins& pins, bool allow_large) {
-  return *rc::gen::exec([&s, max_p, &pins, allow_large] {
+  // pins by value: RapidCheck keeps this generator's shrinkable and runs the lambda again while
+  // shrinking, after the caller's frame (and the pins it was given) may be gone.
+  return *rc::gen::exec([&s, max_p, pins, allow_large] {
     const par::kernel_info& info = s.info();
     par::run_case c;
     c.strategy = info.name;

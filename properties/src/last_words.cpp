@@ -1,5 +1,6 @@
 #include "shardcheck/properties/last_words.hpp"
 
+#include <execinfo.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -68,6 +69,13 @@ extern "C" void on_crash(int sig) {
     say(line_buffer, n);
     say("\n");
   }
+  // The stack, for the report of a crash outside any case (or inside shardcheck's own code):
+  // backtrace_symbols_fd writes without allocating; backtrace() was called once at install, so
+  // its unwinder is loaded already.
+  void* frames[48];
+  const int depth = ::backtrace(frames, 48);
+  say("shardcheck: the crashed rank's stack (addr2line -e <binary> resolves the offsets):\n");
+  ::backtrace_symbols_fd(frames, depth, STDERR_FILENO);
   ::_exit(exit_code::crashed);
 }
 
@@ -107,6 +115,8 @@ void install(int rank, bool leader) {
   static std::once_flag once;
   std::call_once(once, [&] {
     rank_length = static_cast<std::size_t>(std::snprintf(rank_text, sizeof rank_text, "%d", rank));
+    void* warm[1];
+    (void)::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the crash handler
     stack_t ss{};
     ss.ss_sp = alternate_stack;
     ss.ss_size = sizeof alternate_stack;
