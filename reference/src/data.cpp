@@ -124,6 +124,7 @@ T from_hash(value_mode mode, std::uint64_t h, int grid) {
         }
       }
       break;
+    case value_mode::positive: v = unit<C, D>(h); break;
   }
   return static_cast<T>(v);
 }

@@ -83,6 +83,20 @@ T round_up(double v) {
 }
 
 template <class T>
+T round_nearest(double v) {
+  const T lo = round_down<T>(v), hi = round_up<T>(v);
+  if (bits_of(lo) == bits_of(hi)) return lo;
+  double l = static_cast<float>(lo), h = static_cast<float>(hi);
+  // Past the largest finite value, the infinity stands for the next power of two (IEEE 754's
+  // overflow threshold is the midpoint between the largest finite value and it).
+  if (std::isinf(h)) h = l + (l - static_cast<double>(static_cast<float>(next_down(lo))));
+  if (std::isinf(l)) l = h - (static_cast<double>(static_cast<float>(next_up(hi))) - h);
+  const double below = v - l, above = h - v;
+  if (below != above) return below < above ? lo : hi;
+  return (bits_of(lo) & 1) == 0 ? lo : hi;  // a tie: the even significand
+}
+
+template <class T>
 void widen(const T* in, std::size_t n, float* out) {
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
 }
@@ -139,8 +153,12 @@ std::optional<mismatch> compare_window(std::size_t rows, std::size_t cols, const
       }
       // A finite b: got within the window, which reaches ±inf only past the storage range.
       const double delta = m == 0.0 ? 0.0 : inflate > 0.0 ? factor * m / inflate : INFINITY;
-      const double lo = static_cast<float>(round_down<T>(static_cast<double>(e) - delta));
-      const double hi = static_cast<float>(round_up<T>(static_cast<double>(e) + delta));
+      // got = round(a) with |a − b| ≤ δ, and rounding to nearest is monotone: got lies in
+      // [round(b − δ), round(b + δ)] (each end moved out by one double ulp for its own rounding).
+      const double lo = static_cast<float>(
+          round_nearest<T>(std::nextafter(static_cast<double>(e) - delta, -INFINITY)));
+      const double hi = static_cast<float>(
+          round_nearest<T>(std::nextafter(static_cast<double>(e) + delta, INFINITY)));
       if (gd >= lo && gd <= hi) continue;
       mm.bound = delta;
       mm.ratio = std::isinf(gd) ? INFINITY : ratio;
@@ -156,6 +174,7 @@ std::optional<mismatch> compare_window(std::size_t rows, std::size_t cols, const
   template T next_up<T>(T);                                                                      \
   template T round_down<T>(double);                                                              \
   template T round_up<T>(double);                                                                \
+  template T round_nearest<T>(double);                                                           \
   template void widen<T>(const T*, std::size_t, float*);                                         \
   template void narrow<T>(const float*, std::size_t, T*);                                        \
   template std::optional<mismatch> compare_window<T>(                                            \

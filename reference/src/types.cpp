@@ -45,6 +45,7 @@ std::string_view to_string(value_mode m) {
     case value_mode::wide: return "wide";
     case value_mode::cancel: return "cancel";
     case value_mode::nonfinite: return "nonfinite";
+    case value_mode::positive: return "positive";
   }
   return "?";
 }
@@ -74,9 +75,9 @@ weight_layout parse_weight_layout(std::string_view s) {
 
 value_mode parse_value_mode(std::string_view s) {
   for (value_mode m : {value_mode::exact, value_mode::uniform, value_mode::wide, value_mode::cancel,
-                       value_mode::nonfinite})
+                       value_mode::nonfinite, value_mode::positive})
     if (s == to_string(m)) return m;
-  unknown("value mode", s, "exact|uniform|wide|cancel|nonfinite");
+  unknown("value mode", s, "exact|uniform|wide|cancel|nonfinite|positive");
 }
 
 activation parse_activation(std::string_view s) {

@@ -190,5 +190,18 @@ TEST(fill_block, leading_dimension_smaller_than_columns_throws) {
   EXPECT_NO_THROW(fill_block<double>(value_mode::uniform, 1, w_id, 0, 3, 0, 4, out.data(), 4));
 }
 
+TYPED_TEST(data_test, positive_is_uniform_on_zero_one) {
+  using T = TypeParam;
+  const std::size_t count = 16384;
+  double sum = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const T v = element<T>(value_mode::positive, 3, x_id, i / 128, i % 128);
+    ASSERT_GE(v, T(0));
+    ASSERT_LT(v, T(1));
+    sum += static_cast<double>(v);
+  }
+  EXPECT_NEAR(sum / count, 0.5, 0.02);
+}
+
 }  // namespace
 }  // namespace shardcheck::ref::test

@@ -27,6 +27,21 @@ TEST(mixed, neighbours_in_bf16) {
   EXPECT_TRUE(std::isnan(f(next_up(std::numeric_limits<bfloat16_t>::quiet_NaN()))));
 }
 
+TEST(mixed, round_nearest_from_double) {
+  EXPECT_EQ(f(round_nearest<bfloat16_t>(1.003)), 1.0f);
+  EXPECT_EQ(f(round_nearest<bfloat16_t>(1.005)), 1.0078125f);
+  EXPECT_EQ(f(round_nearest<bfloat16_t>(1.00390625)), 1.0f);       // a tie: to even
+  EXPECT_EQ(f(round_nearest<bfloat16_t>(1.01171875)), 1.015625f);  // a tie: to even, upwards
+  EXPECT_EQ(f(round_nearest<bfloat16_t>(-1.005)), -1.0078125f);
+  // Through float it would round twice: 1 + 2⁻⁸ + 2⁻³⁰ is 1 + 2⁻⁸ in float, a tie, then 1.
+  EXPECT_EQ(f(round_nearest<bfloat16_t>(1.0 + 0x1p-8 + 0x1p-30)), 1.0078125f);
+  // f16's overflow threshold is 65520 (midway to 2¹⁶): below it 65504, from it on +inf.
+  EXPECT_EQ(f(round_nearest<half_t>(65519.0)), 65504.0f);
+  EXPECT_EQ(f(round_nearest<half_t>(65520.0)), INFINITY);
+  EXPECT_EQ(f(round_nearest<half_t>(-65520.0)), -INFINITY);
+  EXPECT_EQ(f(round_nearest<half_t>(3.0)), 3.0f);
+}
+
 TEST(mixed, directed_rounding) {
   EXPECT_EQ(f(round_down<bfloat16_t>(1.003)), 1.0f);
   EXPECT_EQ(f(round_up<bfloat16_t>(1.003)), 1.0078125f);
@@ -106,19 +121,25 @@ TEST(mixed, policy_factor) {
   EXPECT_THROW((void)policy_factor(1, 1, dtype::bf16, {dtype::f32, dtype::f16}), invalid_problem);
 }
 
-TEST(mixed, window_accepts_round_to_nearest_and_its_neighbour_within_delta) {
-  // b = 1.001 (f32), mag 1: with a tiny δ the window is [1, 1.0078125].
-  const float b[] = {1.001f};
+TEST(mixed, window_is_round_to_nearest_of_b_plus_minus_delta) {
+  // b = 1.002 (f32), mag 1. bf16 around it: 0.99609375, 1, 1.0078125; the midpoints 0.998046875
+  // and 1.00390625. With a tiny δ, [b − δ, b + δ] rounds to 1 at both ends: 1 alone passes.
+  const float b[] = {1.002f};
   const double mag[] = {1.0};
   const bfloat16_t hit[] = {bfloat16_t(1.0f)}, up[] = {bfloat16_t(1.0078125f)};
   const bfloat16_t below[] = {next_down(bfloat16_t(1.0f))};
   EXPECT_FALSE(compare_window<bfloat16_t>(1, 1, hit, 1, b, 1, mag, 1, 1e-6, 1, false));
-  EXPECT_FALSE(compare_window<bfloat16_t>(1, 1, up, 1, b, 1, mag, 1, 1e-6, 1, false));
-  const auto bad = compare_window<bfloat16_t>(1, 1, below, 1, b, 1, mag, 1, 1e-6, 1, false);
-  ASSERT_TRUE(bad);
-  EXPECT_EQ(bad->reason, "window");
-  EXPECT_EQ(bad->expected, 1.0);
-  // A δ of 0.01 reaches below 0.991: one more neighbour passes.
+  for (const bfloat16_t* g : {up, below}) {
+    const auto bad = compare_window<bfloat16_t>(1, 1, g, 1, b, 1, mag, 1, 1e-6, 1, false);
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->reason, "window");
+    EXPECT_EQ(bad->expected, 1.0);
+  }
+  // δ = 0.0025 reaches past the upper midpoint (b + δ = 1.0045), not the lower (b − δ = 0.9995):
+  // 1.0078125 passes, 0.99609375 not.
+  EXPECT_FALSE(compare_window<bfloat16_t>(1, 1, up, 1, b, 1, mag, 1, 0.0025, 1, false));
+  EXPECT_TRUE(compare_window<bfloat16_t>(1, 1, below, 1, b, 1, mag, 1, 0.0025, 1, false));
+  // δ = 0.01 reaches below the lower one (0.992): both neighbours pass.
   EXPECT_FALSE(compare_window<bfloat16_t>(1, 1, below, 1, b, 1, mag, 1, 0.01, 1, false));
   // Exact mode: only round(b), bit for bit.
   EXPECT_TRUE(compare_window<bfloat16_t>(1, 1, up, 1, b, 1, mag, 1, 1e-6, 1, true));

@@ -42,7 +42,7 @@ TEST(types, parse_errors_name_the_accepted_spellings) {
             std::string::npos);
   EXPECT_NE(message_of([] {
               (void)parse_value_mode("random");
-            }).find("exact|uniform|wide|cancel|nonfinite"),
+            }).find("exact|uniform|wide|cancel|nonfinite|positive"),
             std::string::npos);
 }
 

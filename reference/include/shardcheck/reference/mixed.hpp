@@ -14,7 +14,12 @@
 //   f_par = (1 + γ_k_loc(u_acc))·(1 + ρ)·(1 + γ_k_red(u_reduce)) − 1,
 // ρ = u_reduce when the partials are rounded from acc to a coarser reduce dtype before they travel
 // (acc=f32 reduce=bf16), else 0. So |a − b| ≤ δ = (f_par + γ_K(u_f32))·mag, and since rounding
-// is monotone, got = round(a) lies in [round_down(b − δ), round_up(b + δ)] in the storage dtype.
+// to nearest is monotone, got = round(a) lies in [round(b − δ), round(b + δ)] in the storage
+// dtype. Where δ is far below half an ulp of b (no cancellation), that is round(b) alone, unless b
+// lies within δ of a rounding boundary: one partial rounded to bf16 on its way is then caught
+// wherever it changes the stored result at all. (It assumes the kernel's one last rounding, to
+// the storage dtype, is to nearest, ties to even, as Eigen's and every framework's conversion
+// is; a kernel that truncates fails.)
 // Example: bf16, K = 64 on 2 ranks, acc=f32 reduce=f32: k_loc = 32, k_red = 1, δ ≈ 97·2⁻²⁴·mag,
 // far below bf16's half ulp (2⁻⁹·|b|) unless the sum cancels: a correct kernel mostly gives
 // exactly round(b), and one that rounds its partials to bf16 while declaring reduce=f32 moves got
@@ -70,6 +75,11 @@ template <class T>
 [[nodiscard]] T round_down(double v);
 template <class T>
 [[nodiscard]] T round_up(double v);
+// To nearest, ties to even, straight from the double (never through float: no double rounding);
+// past the largest finite value, ±inf from the overflow threshold on. round_nearest<bfloat16_t>(
+// 1.00390625) is 1 (a tie, 1's significand is even), round_nearest<half_t>(65520.0) is +inf.
+template <class T>
+[[nodiscard]] T round_nearest(double v);
 
 // out[i] = float(in[i]) (exact); narrow: out[i] = T(in[i]), round to nearest even.
 template <class T>
@@ -87,8 +97,8 @@ void narrow(const float* in, std::size_t n, T* out);
 
 // The window check: got (T) against the reference's f32 values b, element by element, with
 // δ = factor·mag inflated by 1/(1 − γ_k_mag(f64)) for mag's own rounding. Where b is NaN, got must
-// be NaN; where b is ±Inf, the same Inf; elsewhere got must lie in [round_down(b − δ),
-// round_up(b + δ)] (with bitwise: got must equal round(b) bit for bit). Returns the first failing
+// be NaN; where b is ±Inf, the same Inf; elsewhere got must lie in [round(b − δ), round(b + δ)]
+// (with bitwise: got must equal round(b) bit for bit). Returns the first failing
 // element in row-major order: `expected` is round(b), `bound` δ, reason "window", "bitwise" or
 // "nonfinite".
 template <class T>

@@ -39,7 +39,10 @@ enum class weight_layout { out_in, in_out };
 // uniform: uniform in [-1, 1]. wide: random sign and mantissa, exponents over [-16, 16].
 // cancel: terms of ±2^12 scale mixed with small ones, so sums cancel and small terms are lost.
 // nonfinite: uniform, with about one element in 32 replaced by NaN, +Inf or -Inf.
-enum class value_mode { exact, uniform, wide, cancel, nonfinite };
+// positive: uniform in [0, 1) (what a ReLU layer feeds): nothing cancels, |Y| = |X||W|ᵀ, so a
+// bound relative to |X||W|ᵀ is relative to the result itself. With mean-zero data at K = 16384,
+// |Y| is ~√K against |X||W|ᵀ ~ K, and a defect worth a fraction of Y's last bit hides under it.
+enum class value_mode { exact, uniform, wide, cancel, nonfinite, positive };
 // Between the layers of a stack (stack.hpp): identity, or relu(h) = h > 0 ? h : 0.
 enum class activation { identity, relu };
 
