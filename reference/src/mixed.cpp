@@ -152,7 +152,7 @@ std::optional<mismatch> compare_window(std::size_t rows, std::size_t cols, const
 }
 
 template <class T>
-double window_share(T got, float b, double mag, double factor, std::int64_t k_mag) {
+double window_share(T got, double b, double mag, double factor, std::int64_t k_mag) {
   const double g = static_cast<float>(got), e = b;
   if (g == e) return 0.0;
   const double inflate = 1.0 - gamma(k_mag, dtype::f64);
@@ -173,7 +173,7 @@ double window_share(T got, float b, double mag, double factor, std::int64_t k_ma
   template std::optional<mismatch> compare_window<T>(                                            \
       std::size_t, std::size_t, const T*, std::size_t, const float*, std::size_t, const double*, \
       std::size_t, double, std::int64_t, bool);                                                  \
-  template double window_share<T>(T, float, double, double, std::int64_t);
+  template double window_share<T>(T, double, double, double, std::int64_t);
 SHARDCHECK_MIXED_INSTANTIATE(bfloat16_t)
 SHARDCHECK_MIXED_INSTANTIATE(half_t)
 

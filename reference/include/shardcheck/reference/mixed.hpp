@@ -107,6 +107,6 @@ template <class T>
 // δ = 1e-6: the window is [1, 1.0078125], got = 1 reads 1 (at the lower edge), got = 1.0078125
 // reads 1, got = 0.99609375 reads 0.0049/0.001 ≈ 4.9 (one bf16 step below the window).
 template <class T>
-[[nodiscard]] double window_share(T got, float b, double mag, double factor, std::int64_t k_mag);
+[[nodiscard]] double window_share(T got, double b, double mag, double factor, std::int64_t k_mag);
 
 }  // namespace shardcheck::ref
