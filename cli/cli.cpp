@@ -291,6 +291,10 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   out["summary"] = s.info().summary;
   out["case"] = c.to_string();
   out["mesh"] = dims;
+  if (is_storage16(c.prob.type))
+    out["precision"] = {{"dtype", to_string(c.prob.type)},
+                        {"acc", to_string(c.policy.acc)},
+                        {"reduce", to_string(c.policy.reduce)}};
   for (const par::tensor_plan& t : plan0.tensors)
     out["placements"][t.name] = par::to_string(t.where);
   for (const auto& [key, part] : c.parts) out["partitions"][key] = part.sizes();
@@ -364,6 +368,8 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     } else if (cost.chains->size() == 1) {
       const auto& ch = cost.chains->front();
       rank["chain_lengths"] = {{"Y", ch.y}, {"dX", ch.dx}, {"dW", ch.dw}};
+      // The share of each chain added across ranks (in the reduce dtype); the rest is local.
+      rank["chain_reduced"] = {{"Y", ch.reduced.y}, {"dX", ch.reduced.dx}, {"dW", ch.reduced.dw}};
     } else {
       // Per layer l: H_l (Y for the last), dA_{l−1} (dX for the first), dW_l.
       for (std::size_t l = 0; l < cost.chains->size(); ++l) {
@@ -383,6 +389,12 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
   }
   std::cout << name << ": " << s.info().summary << "\ncase: " << c.to_string()
             << "\nplacements: " << placements_line(plan0) << "\n";
+  // A 16-bit case: its policy, and below each rank's chains split into local and reduced parts.
+  const bool mixed = is_storage16(c.prob.type);
+  if (mixed)
+    std::cout << "precision: " << to_string(c.prob.type) << " storage, local sums in "
+              << to_string(c.policy.acc) << ", partial sums reduced in "
+              << to_string(c.policy.reduce) << "\n";
   for (const auto& [key, part] : c.parts)
     std::cout << "partition " << key << ": " << part.to_string() << "\n";
   for (const char* phase : {"forward", "backward"}) {
@@ -433,6 +445,13 @@ int do_explain(const catalogue& cat, const std::string& name, par::run_case c, b
     for (const auto& [key, k] : rank["chain_lengths"].items()) {
       if (!rank["chain_lengths"].is_object()) break;
       std::cout << sep << key << " " << k;
+      // Y 19 (16 local in f32 + 3 reduced in bf16)
+      if (mixed && rank.contains("chain_reduced")) {
+        const std::int64_t red =
+            std::min(rank["chain_reduced"][key].get<std::int64_t>(), k.get<std::int64_t>());
+        std::cout << " (" << k.get<std::int64_t>() - red << " local in " << to_string(c.policy.acc)
+                  << " + " << red << " reduced in " << to_string(c.policy.reduce) << ")";
+      }
       sep = ", ";
     }
     std::cout << "\n";
@@ -1185,6 +1204,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
                    "oracle) and magnitude products as .npy files into this directory")
       ->needs(replay_opt);
 
+  std::string ex_acc, ex_reduce;  // empty: f32 (a 16-bit case's default policy)
   std::string ex_name, ex_dtype = "f64", ex_layout = "out_in", ex_backend = "mpi", ex_hidden,
                        ex_act = "identity";
   int ex_p = 1;
@@ -1200,6 +1220,10 @@ int cli_main(int argc, char** argv, par::registry extra) {
   explain->add_option("--K", ex_k, "Input features")->required();
   explain->add_option("--dtype", ex_dtype, "f32, f64, bf16 or f16 (16-bit: acc=f32 reduce=f32)")
       ->capture_default_str();
+  explain->add_option("--acc", ex_acc, "bf16/f16: the dtype local sums are in (f32 or the dtype)");
+  explain->add_option(
+      "--reduce", ex_reduce,
+      "bf16/f16: the dtype partial sums travel and are added in (f32 or the dtype)");
   explain->add_option("--layout", ex_layout, "out_in or in_out")->capture_default_str();
   explain
       ->add_option("--backend", ex_backend,
@@ -1293,6 +1317,14 @@ int cli_main(int argc, char** argv, par::registry extra) {
     if (explain->parsed()) {
       par::run_case c = default_case(cat.need(ex_name), ex_p, ex_m, ex_n, ex_k);
       c.prob.type = parse_dtype(ex_dtype);
+      // --acc, --reduce: a 16-bit case's precision policy, as acc= reduce= on a replay line.
+      if (!ex_acc.empty() || !ex_reduce.empty()) {
+        if (!is_storage16(c.prob.type))
+          throw usage_error("--acc and --reduce are only for --dtype bf16 or f16, not " + ex_dtype);
+        if (!ex_acc.empty()) c.policy.acc = parse_dtype(ex_acc);
+        if (!ex_reduce.empty()) c.policy.reduce = parse_dtype(ex_reduce);
+        validate_policy(c.prob.type, c.policy);
+      }
       c.prob.layout = parse_weight_layout(ex_layout);
       c.backend = par::parse_backend_spec(ex_backend);
       if (!ex_hidden.empty()) c.prob.hidden = par::partition::parse(ex_hidden).sizes();

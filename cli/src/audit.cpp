@@ -22,6 +22,7 @@
 #include "shardcheck/properties/driver.hpp"
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/reference/bound.hpp"
+#include "shardcheck/reference/mixed.hpp"
 #include "values.hpp"
 
 namespace shardcheck::audit {
@@ -158,12 +159,65 @@ shares shares_of(double max_u_mag, std::int64_t k, std::int64_t elements, dtype 
   return s;
 }
 
+// bf16 and f16 (mixed.hpp): the share of the window of one computation used, over the elements
+// (ref::window_share; > 1 is outside it). The window is around the oracle s (one rounding from
+// exact, ≤ u_f64·mag): the stored value must lie in [round_down(s − δ), round_up(s + δ)],
+// δ = (f + u_f64)·mag with f the computation's factor: the parallel result's policy_factor over its
+// chain's local and reduced parts, the reference's γ_K(u_f32) (it sums in f32 and rounds once).
+// The statistical tier's f takes γ̃_k(λ) for each γ_k, λ = lambda_for(elements·k, 1e-9, u) with
+// u the coarsest of the policy's acc and reduce dtypes.
+template <class T>
+shares window_shares(const std::vector<double>& got, const std::vector<double>& oracle,
+                     const std::vector<double>& mag, std::int64_t k_loc, std::int64_t k_red,
+                     std::int64_t k_mag, dtype storage, const std::optional<precision>& policy) {
+  const double ud = ref::unit_roundoff(dtype::f64);
+  const std::int64_t k = std::max<std::int64_t>(k_loc + k_red, 1);
+  const double u =
+      policy ? std::max(ref::unit_roundoff(policy->acc), ref::unit_roundoff(policy->reduce))
+             : ref::unit_roundoff(dtype::f32);
+  shares s;
+  const double events = std::max(1.0, static_cast<double>(oracle.size()) * static_cast<double>(k));
+  s.lambda = ref::lambda_for(events, false_alarm_target, u);
+  const double f_rig =
+      (policy ? ref::policy_factor(k_loc, k_red, storage, *policy) : ref::gamma(k, dtype::f32)) +
+      ud;
+  const double f_stat =
+      (policy ? ref::policy_factor_statistical(k_loc, k_red, storage, *policy, s.lambda)
+              : ref::gamma_tilde(k, ref::unit_roundoff(dtype::f32), s.lambda)) +
+      ud;
+  for (std::size_t i = 0; i < oracle.size(); ++i) {
+    if (!std::isfinite(got[i]) || !std::isfinite(oracle[i])) continue;
+    const T g = static_cast<T>(static_cast<float>(got[i]));  // a T's value: exact
+    s.rigorous = std::max(s.rigorous, ref::window_share<T>(g, oracle[i], mag[i], f_rig, k_mag));
+    s.statistical =
+        std::max(s.statistical, ref::window_share<T>(g, oracle[i], mag[i], f_stat, k_mag));
+  }
+  return s;
+}
+
+shares window_shares_of(const std::vector<double>& got, const std::vector<double>& oracle,
+                        const std::vector<double>& mag, std::int64_t k_loc, std::int64_t k_red,
+                        std::int64_t k_mag, dtype storage, const std::optional<precision>& policy) {
+  return storage == dtype::bf16
+             ? window_shares<bfloat16_t>(got, oracle, mag, k_loc, k_red, k_mag, storage, policy)
+             : window_shares<half_t>(got, oracle, mag, k_loc, k_red, k_mag, storage, policy);
+}
+
+// "f32", or for a 16-bit case its policy: "bf16/f32/bf16" (storage / acc / reduce).
+std::string type_label(dtype t, const precision& p) {
+  std::string out(to_string(t));
+  if (is_storage16(t))
+    out += "/" + std::string(to_string(p.acc)) + "/" + std::string(to_string(p.reduce));
+  return out;
+}
+
 struct cell {
   std::string strategy, tensor, backend, replay;
   dtype type = dtype::f64;
+  precision policy{};  // bf16 and f16 only
   std::int64_t M = 0, N = 0, K = 0;
   int p = 1;
-  std::int64_t k_par = 0, k_ref = 0, elements = 0, missing = 0, conflicts = 0;
+  std::int64_t k_par = 0, k_reduced = 0, k_ref = 0, elements = 0, missing = 0, conflicts = 0;
   error_stats par, ref;
   shares par_share, ref_share;
   bool chains_claimed = true;
@@ -224,7 +278,7 @@ struct subject_entry {
 
 // One group's summary: per strategy, tensor and dtype.
 struct group_summary {
-  std::string strategy, tensor;
+  std::string strategy, tensor, label;  // label: type_label
   dtype type = dtype::f64;
   double max_u = 0, mean_u = 0, rig = 0, stat = 0;
   double ref_max_u = 0, ref_mean_u = 0;
@@ -244,18 +298,19 @@ std::string flags_text(const std::vector<std::string>& f) {
 }
 
 std::vector<group_summary> summarize(const std::vector<cell>& cells) {
-  std::map<std::tuple<std::string, std::string, int>, group_summary> groups;
-  std::vector<std::tuple<std::string, std::string, int>> order;
+  std::map<std::tuple<std::string, std::string, std::string>, group_summary> groups;
+  std::vector<std::tuple<std::string, std::string, std::string>> order;
   // The reference's exponent against K per (tensor, dtype), from one strategy's cells (they are
   // the same reference).
   std::map<std::pair<std::string, int>, std::map<std::int64_t, std::pair<double, double>>> ref_pts;
   for (const cell& c : cells) {
-    const auto key = std::make_tuple(c.strategy, c.tensor, static_cast<int>(c.type));
+    const auto key = std::make_tuple(c.strategy, c.tensor, type_label(c.type, c.policy));
     auto [it, fresh] = groups.try_emplace(key);
     if (fresh) {
       order.push_back(key);
       it->second.strategy = c.strategy;
       it->second.tensor = c.tensor;
+      it->second.label = std::get<2>(key);
       it->second.type = c.type;
     }
     group_summary& g = it->second;
@@ -283,7 +338,9 @@ std::vector<group_summary> summarize(const std::vector<cell>& cells) {
     std::map<std::pair<std::string, std::int64_t>, std::vector<const cell*>> by_p;
     bool incomplete = false, unclaimed = false;
     for (const cell& c : cells) {
-      if (c.strategy != g.strategy || c.tensor != g.tensor || c.type != g.type) continue;
+      if (c.strategy != g.strategy || c.tensor != g.tensor ||
+          type_label(c.type, c.policy) != g.label)
+        continue;
       by_k[{c.backend, c.p}].push_back(&c);
       by_p[{c.backend, c.K}].push_back(&c);
       incomplete = incomplete || c.missing > 0 || c.par.nonfinite > 0 || c.conflicts > 0;
@@ -386,30 +443,38 @@ const char* rule_text =
 
 std::string csv_of(const std::vector<cell>& cells) {
   std::ostringstream os;
-  os << "strategy,tensor,dtype,backend,p,M,N,K,k_par,k_ref,elements,max_err_u_mag,"
+  os << "strategy,tensor,dtype,acc,reduce,backend,p,M,N,K,k_par,k_reduced,k_ref,elements,"
+        "max_err_u_mag,"
         "mean_err_u_mag,ref_max_err_u_mag,ref_mean_err_u_mag,rigorous_share,statistical_share,"
         "lambda,ref_rigorous_share,ref_statistical_share,missing,nonfinite,replica_conflicts,"
         "replay\n";
   os.precision(9);
   for (const cell& c : cells) {
-    os << c.strategy << ',' << c.tensor << ',' << to_string(c.type) << ',' << c.backend << ','
-       << c.p << ',' << c.M << ',' << c.N << ',' << c.K << ',' << c.k_par << ',' << c.k_ref << ','
-       << c.elements << ',' << c.par.max << ',' << c.par.mean << ',' << c.ref.max << ','
-       << c.ref.mean << ',' << c.par_share.rigorous << ',' << c.par_share.statistical << ','
-       << c.par_share.lambda << ',' << c.ref_share.rigorous << ',' << c.ref_share.statistical << ','
-       << c.missing << ',' << c.par.nonfinite << ',' << c.conflicts << ",\"" << c.replay << "\"\n";
+    const bool mixed = is_storage16(c.type);
+    os << c.strategy << ',' << c.tensor << ',' << to_string(c.type) << ','
+       << (mixed ? to_string(c.policy.acc) : "") << ',' << (mixed ? to_string(c.policy.reduce) : "")
+       << ',' << c.backend << ',' << c.p << ',' << c.M << ',' << c.N << ',' << c.K << ',' << c.k_par
+       << ',' << c.k_reduced << ',' << c.k_ref << ',' << c.elements << ',' << c.par.max << ','
+       << c.par.mean << ',' << c.ref.max << ',' << c.ref.mean << ',' << c.par_share.rigorous << ','
+       << c.par_share.statistical << ',' << c.par_share.lambda << ',' << c.ref_share.rigorous << ','
+       << c.ref_share.statistical << ',' << c.missing << ',' << c.par.nonfinite << ','
+       << c.conflicts << ",\"" << c.replay << "\"\n";
   }
   return os.str();
 }
 
 json cell_json(const cell& c) {
+  const bool mixed = is_storage16(c.type);
   return {{"strategy", c.strategy},
           {"tensor", c.tensor},
           {"dtype", to_string(c.type)},
+          {"acc", mixed ? json(to_string(c.policy.acc)) : json(nullptr)},
+          {"reduce", mixed ? json(to_string(c.policy.reduce)) : json(nullptr)},
           {"backend", c.backend},
           {"p", c.p},
           {"K", c.K},
           {"k_par", c.k_par},
+          {"k_reduced", c.k_reduced},
           {"k_ref", c.k_ref},
           {"elements", c.elements},
           {"parallel", {{"max_err_u_mag", num(c.par.max)}, {"mean_err_u_mag", num(c.par.mean)}}},
@@ -442,7 +507,8 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
     for (const cell& c : cells) {
       if (c.strategy != s || c.tensor != "Y") continue;
       const std::string dt(to_string(c.type));
-      series[dt + " " + c.backend + " p=" + std::to_string(c.p)][c.K] = c.par.max;
+      series[type_label(c.type, c.policy) + " " + c.backend + " p=" + std::to_string(c.p)][c.K] =
+          c.par.max;
       refs["reference " + dt][c.K] = c.ref.max;
       // The bounds in u·|X||W|ᵀ at the largest p, f32's (f64's differ only at K near 1/u).
       if (c.p == p_top && c.type == dtype::f32 && c.backend == "mpi") {
@@ -536,8 +602,11 @@ std::string summary_md(const std::vector<group_summary>& groups, const json& swe
      << fmt(seconds, "%.1f") << " s.\n\n"
      << "Open MPI collective settings: " << mpi_brief(mpi) << " (every one in audit.json)\n\n"
      << "Errors are against the oracle (__float128 accumulation), in units of u·|X||W|ᵀ of each "
-        "element; shares are of each tier's bound for one computation (rigorous γ_k, "
-        "statistical γ̃_k(λ)); α is the fitted growth exponent (log-log least squares) of the "
+        "element (u the storage dtype's for bf16 and f16, written storage/acc/reduce); shares "
+        "are of each tier's bound for one computation (rigorous γ_k, statistical γ̃_k(λ); for "
+        "bf16 and f16 of the policy's window around the oracle, which a correct result's rounding "
+        "often reaches: up to 100 %); α is the fitted growth exponent (log-log least squares) of "
+        "the "
         "worst (backend, p) series against K, of its chain's length, of the reference's error; "
         "α_p against p at the largest K.\n\n"
      << "| strategy | tensor | dtype | max err | mean err | ref max | ref mean | rigorous % | "
@@ -545,13 +614,13 @@ std::string summary_md(const std::vector<group_summary>& groups, const json& swe
         "α_p chain | flags |\n"
      << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const group_summary& g : groups)
-    os << "| " << g.strategy << " | " << g.tensor << " | " << to_string(g.type) << " | "
-       << fmt(g.max_u) << " | " << fmt(g.mean_u) << " | " << fmt(g.ref_max_u) << " | "
-       << fmt(g.ref_mean_u) << " | " << fmt(100 * g.rig, "%.3g") << " | "
-       << fmt(100 * g.stat, "%.3g") << " | " << fmt(g.alpha_k_max) << " | " << fmt(g.alpha_k_mean)
-       << " | " << fmt(g.alpha_chain_k) << " | " << fmt(g.alpha_ref_max) << "/"
-       << fmt(g.alpha_ref_mean) << " | " << fmt(g.alpha_p_mean) << " | " << fmt(g.alpha_chain_p)
-       << " | " << (g.flags.empty() ? "-" : flags_text(g.flags)) << " |\n";
+    os << "| " << g.strategy << " | " << g.tensor << " | " << g.label << " | " << fmt(g.max_u)
+       << " | " << fmt(g.mean_u) << " | " << fmt(g.ref_max_u) << " | " << fmt(g.ref_mean_u) << " | "
+       << fmt(100 * g.rig, "%.3g") << " | " << fmt(100 * g.stat, "%.3g") << " | "
+       << fmt(g.alpha_k_max) << " | " << fmt(g.alpha_k_mean) << " | " << fmt(g.alpha_chain_k)
+       << " | " << fmt(g.alpha_ref_max) << "/" << fmt(g.alpha_ref_mean) << " | "
+       << fmt(g.alpha_p_mean) << " | " << fmt(g.alpha_chain_p) << " | "
+       << (g.flags.empty() ? "-" : flags_text(g.flags)) << " |\n";
   os << "\n**The flag rule.** " << rule_text << "\n";
   if (!skipped.empty()) {
     os << "\nNot swept:\n\n";
@@ -710,48 +779,57 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
       for (const subject_entry& e : subjects) {
         const par::kernel_info& info = e.s->k->info();
         if (!info.supports(t)) continue;
-        // The whole truth is generated in f32 or f64; a storage dtype beyond them (bf16, fp16)
-        // is listed as not swept until values::whole_truth takes it.
-        if (t != dtype::f32 && t != dtype::f64) {
-          skip(e.name + " in " + std::string(to_string(t)) +
-               ": the audit's reference and oracle take f32 and f64 only");
-          continue;
+        // bf16 and f16: every precision policy the kernel declares for t (acc=f32 reduce=f32,
+        // acc=f32 reduce=bf16, …); f32 and f64 have none (one pass).
+        std::vector<precision> policies;
+        if (is_storage16(t)) {
+          for (const precision& pol : info.policies)
+            if (info.supports(t, pol) &&
+                std::find(policies.begin(), policies.end(), pol) == policies.end())
+              policies.push_back(pol);
+          if (policies.empty()) skip(e.name + " in " + std::string(to_string(t)) + ": no policy");
+        } else {
+          policies.push_back(precision{});
         }
-        for (int p : ps)
-          for (par::backend b : backends) {
-            if (!info.uses_collectives && b != backends.front()) continue;
-            par::run_case c;
-            c.strategy = e.name;
-            c.p = p;
-            c.prob.M = o.m;
-            c.prob.N = o.n;
-            c.prob.K = K;
-            c.prob.type = t;
-            c.prob.layout =
-                info.supports(weight_layout::out_in) ? weight_layout::out_in : info.layouts.front();
-            c.mode = value_mode::uniform;
-            c.seed = o.seed;
-            c.backend = b;
-            try {
-              if (!info.supports(value_mode::uniform))
-                throw invalid_problem("does not take uniform values");
-              // A mesh of stages over one layer: all p ranks data parallel when the kernel
-              // takes a dp factor (hybrid_mesh at p = 4: dp = 4, pp = tp = 1).
-              if (is_pipeline(*e.s->k))
-                for (const par::param_spec& ps : info.params)
-                  if (ps.name == "dp" && ps.divides_p && p <= ps.max) c.params["dp"] = p;
-              par::complete_and_validate(*e.s->k, c);
-              if (const auto dims = e.s->k->mesh_dims(c);
-                  is_pipeline(*e.s->k) && dims.size() == 3 && dims[1] > 1)
-                throw invalid_problem("its " + std::to_string(dims[1]) +
-                                      " stages need more than one layer");
-              prop::check_footprint(*e.s->k, c, limit);
-            } catch (const error& ex) {
-              skip(e.name + " at p=" + std::to_string(p) + ": " + ex.what());
-              continue;
+        for (const precision& pol : policies)
+          for (int p : ps)
+            for (par::backend b : backends) {
+              if (!info.uses_collectives && b != backends.front()) continue;
+              par::run_case c;
+              c.strategy = e.name;
+              c.p = p;
+              c.prob.M = o.m;
+              c.prob.N = o.n;
+              c.prob.K = K;
+              c.prob.type = t;
+              c.policy = pol;
+              c.prob.layout = info.supports(weight_layout::out_in) ? weight_layout::out_in
+                                                                   : info.layouts.front();
+              c.mode = value_mode::uniform;
+              c.seed = o.seed;
+              c.backend = b;
+              try {
+                if (!info.supports(value_mode::uniform))
+                  throw invalid_problem("does not take uniform values");
+                // A mesh of stages over one layer: all p ranks data parallel when the kernel
+                // takes a dp factor (hybrid_mesh at p = 4: dp = 4, pp = tp = 1).
+                if (is_pipeline(*e.s->k))
+                  for (const par::param_spec& ps : info.params)
+                    if (ps.name == "dp" && ps.divides_p && p <= ps.max) c.params["dp"] = p;
+                par::complete_and_validate(*e.s->k, c);
+                if (const auto dims = e.s->k->mesh_dims(c);
+                    is_pipeline(*e.s->k) && dims.size() == 3 && dims[1] > 1)
+                  throw invalid_problem("its " + std::to_string(dims[1]) +
+                                        " stages need more than one layer");
+                prop::check_footprint(*e.s->k, c, limit);
+              } catch (const error& ex) {
+                skip(e.name + " at p=" + std::to_string(p) +
+                     (is_storage16(t) ? " in " + type_label(t, pol) : std::string()) + ": " +
+                     ex.what());
+                continue;
+              }
+              list.push_back({&e, c});
             }
-            list.push_back({&e, c});
-          }
       }
       sizes.emplace_back(t, K);
       by_size.push_back(std::move(list));
@@ -770,18 +848,37 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     // The leader's truth of this size: the reference's errors once, shared by every strategy.
     std::optional<values::truth<float>> tf;
     std::optional<values::truth<double>> td;
+    std::optional<values::truth<bfloat16_t>> tb;
+    std::optional<values::truth<half_t>> th;
     error_stats ref_err[3];
+    shares ref_window[3];  // bf16 and f16: the reference's share of its window
+    const std::vector<double>* oracle_of[3] = {};
+    const std::vector<double>* mag_of[3] = {};
+    std::int64_t k_ref_of[3] = {};
     const double u = ref::unit_roundoff(t);
     if (rank == 0) {
       const par::run_case& c0 = by_size[si].front().c;
-      if (t == dtype::f32) {
-        tf = values::whole_truth<float>(c0);
-        for (int i = 0; i < 3; ++i)
-          ref_err[i] = measure(tf->out[i].reference, tf->out[i].oracle, tf->out[i].magnitude, u);
-      } else {
-        td = values::whole_truth<double>(c0);
-        for (int i = 0; i < 3; ++i)
-          ref_err[i] = measure(td->out[i].reference, td->out[i].oracle, td->out[i].magnitude, u);
+      const auto take = [&](auto& truth) {
+        for (int i = 0; i < 3; ++i) {
+          const auto& o = truth.out[i];
+          oracle_of[i] = &o.oracle;
+          mag_of[i] = &o.magnitude;
+          k_ref_of[i] = o.k_ref;
+          ref_err[i] = measure(o.reference, o.oracle, o.magnitude, u);
+          if (is_storage16(t)) {
+            std::vector<double> r(o.reference.size());
+            for (std::size_t j = 0; j < r.size(); ++j)
+              r[j] = static_cast<double>(static_cast<float>(o.reference[j]));
+            ref_window[i] =
+                window_shares_of(r, o.oracle, o.magnitude, o.k_ref, 0, o.k_ref, t, std::nullopt);
+          }
+        }
+      };
+      switch (t) {
+        case dtype::f32: take(tf.emplace(values::whole_truth<float>(c0))); break;
+        case dtype::f64: take(td.emplace(values::whole_truth<double>(c0))); break;
+        case dtype::bf16: take(tb.emplace(values::whole_truth<bfloat16_t>(c0))); break;
+        case dtype::f16: take(th.emplace(values::whole_truth<half_t>(c0))); break;
       }
     }
     for (const planned& pl : by_size[si]) {
@@ -799,36 +896,47 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
         if (rank == 0 && failure.empty()) {
           for (std::size_t i = 0; i < g.outputs.size() && i < 3; ++i) {
             const values::gathered_tensor& gt = g.outputs[i];
-            const std::vector<double>& oracle = tf ? tf->out[i].oracle : td->out[i].oracle;
-            const std::vector<double>& mag = tf ? tf->out[i].magnitude : td->out[i].magnitude;
+            const std::vector<double>& oracle = *oracle_of[i];
+            const std::vector<double>& mag = *mag_of[i];
             cell ce;
             ce.strategy = pl.e->name;
             ce.tensor = gt.name;
             ce.backend = std::string(par::to_string(c.backend));
             ce.replay = c.to_string();
             ce.type = t;
+            ce.policy = c.policy;
             ce.M = c.prob.M;
             ce.N = c.prob.N;
             ce.K = K;
             ce.p = c.p;
             const par::chain_lengths& ch = g.chains.front();
             ce.k_par = i == 0 ? ch.y : i == 1 ? ch.dx : ch.dw;
-            ce.k_ref = tf ? tf->out[i].k_ref : td->out[i].k_ref;
+            ce.k_reduced = std::min(i == 0   ? ch.reduced.y
+                                    : i == 1 ? ch.reduced.dx
+                                             : ch.reduced.dw,
+                                    ce.k_par);
+            ce.k_ref = k_ref_of[i];
             ce.chains_claimed = g.chains_claimed;
             ce.elements = static_cast<std::int64_t>(oracle.size());
             ce.missing = gt.missing;
             ce.conflicts = gt.conflicts;
             ce.par = measure(gt.value, oracle, mag, u);
             ce.ref = ref_err[i];
-            ce.par_share =
-                shares_of(ce.par.max, std::max<std::int64_t>(ce.k_par, 1), ce.elements, t);
-            ce.ref_share = shares_of(ce.ref.max, ce.k_ref, ce.elements, t);
+            if (is_storage16(t)) {
+              ce.par_share = window_shares_of(gt.value, oracle, mag, ce.k_par - ce.k_reduced,
+                                              ce.k_reduced, ce.k_ref, t, c.policy);
+              ce.ref_share = ref_window[i];
+            } else {
+              ce.par_share =
+                  shares_of(ce.par.max, std::max<std::int64_t>(ce.k_par, 1), ce.elements, t);
+              ce.ref_share = shares_of(ce.ref.max, ce.k_ref, ce.elements, t);
+            }
             cells.push_back(std::move(ce));
           }
         }
       }
       bar.step(c.strategy + " K=" + std::to_string(K) + " p=" + std::to_string(c.p) + " " +
-               std::string(to_string(t)) + " " + std::string(par::to_string(c.backend)));
+               type_label(t, c.policy) + " " + std::string(par::to_string(c.backend)));
     }
   }
   bar.finish();
@@ -853,13 +961,13 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
         "shardcheck audit: %d ranks, %zu cells (strategy x K x p x dtype x backend), "
         "%zu tensor measurements in %.1f s\n",
         ranks, total, cells.size(), seconds);
-    std::printf("%-28s %-3s %-4s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", "strategy", "out", "type",
+    std::printf("%-28s %-3s %-13s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", "strategy", "out", "type",
                 "max err", "mean err", "ref max", "rig%", "stat%", "aK", "aK ch", "aK ref",
                 "flags");
     for (const group_summary& g : groups)
-      std::printf("%-28s %-3s %-4s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", g.strategy.c_str(),
-                  g.tensor.c_str(), std::string(to_string(g.type)).c_str(), fmt(g.max_u).c_str(),
-                  fmt(g.mean_u).c_str(), fmt(g.ref_max_u).c_str(), fmt(100 * g.rig, "%.3g").c_str(),
+      std::printf("%-28s %-3s %-13s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", g.strategy.c_str(),
+                  g.tensor.c_str(), g.label.c_str(), fmt(g.max_u).c_str(), fmt(g.mean_u).c_str(),
+                  fmt(g.ref_max_u).c_str(), fmt(100 * g.rig, "%.3g").c_str(),
                   fmt(100 * g.stat, "%.3g").c_str(), fmt(g.alpha_k_mean).c_str(),
                   fmt(g.alpha_chain_k).c_str(), fmt(g.alpha_ref_mean).c_str(),
                   g.flags.empty() ? "-" : flags_text(g.flags).c_str());
@@ -883,6 +991,7 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
         gs.push_back({{"strategy", g.strategy},
                       {"tensor", g.tensor},
                       {"dtype", to_string(g.type)},
+                      {"type", g.label},
                       {"max_err_u_mag", num(g.max_u)},
                       {"mean_err_u_mag", num(g.mean_u)},
                       {"reference_max_err_u_mag", num(g.ref_max_u)},
@@ -919,8 +1028,8 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     }
     for (const group_summary& g : groups)
       if (!g.flags.empty()) {
-        std::printf("FLAGGED %s: %s %s %s\n", g.strategy.c_str(), g.tensor.c_str(),
-                    std::string(to_string(g.type)).c_str(), flags_text(g.flags).c_str());
+        std::printf("FLAGGED %s: %s %s %s\n", g.strategy.c_str(), g.tensor.c_str(), g.label.c_str(),
+                    flags_text(g.flags).c_str());
         status = 1;
       }
     std::fflush(stdout);

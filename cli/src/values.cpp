@@ -10,6 +10,7 @@
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/mixed.hpp"
 #include "shardcheck/reference/oracle.hpp"
 
 namespace shardcheck::values {
@@ -94,14 +95,16 @@ gathered run_and_gather(const prop::subject& s, const par::run_case& c, par::com
     throw error(c.strategy + ": " + msg);
   }
   std::vector<std::int64_t> ch;
-  for (const auto& l : chains) ch.insert(ch.end(), {l.y, l.dx, l.dw});
+  for (const auto& l : chains)
+    ch.insert(ch.end(), {l.y, l.dx, l.dw, l.reduced.y, l.reduced.dx, l.reduced.dw});
   par::check_mpi(
       MPI_Allreduce(MPI_IN_PLACE, ch.data(), static_cast<int>(ch.size()), MPI_INT64_T, MPI_MAX, cc),
       "gather: chains");
   par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &claimed, 1, MPI_INT, MPI_MIN, cc), "gather: claims");
   g.chains_claimed = claimed != 0;
   for (std::size_t l = 0; l < chains.size(); ++l)
-    g.chains.push_back({ch[3 * l], ch[3 * l + 1], ch[3 * l + 2]});
+    g.chains.push_back(
+        {ch[6 * l], ch[6 * l + 1], ch[6 * l + 2], {ch[6 * l + 3], ch[6 * l + 4], ch[6 * l + 5]}});
   const int ranks = case_comm.size();
   const auto count = static_cast<long long>(mine.size());
   std::vector<long long> counts(static_cast<std::size_t>(ranks));
@@ -164,17 +167,17 @@ gathered run_and_gather(const prop::subject& s, const par::run_case& c, par::com
   return g;
 }
 
+namespace {
+
+// The case's whole inputs in T, from its seed.
 template <class T>
-truth<T> whole_truth(const par::run_case& c) {
+void fill_inputs(const par::run_case& c, truth<T>& t) {
   const problem& p = c.prob;
-  if (p.layers() != 1)
-    throw invalid_problem("the oracle is a single layer's; " + c.strategy + " runs a stack (H=)");
   const bool out_in = p.layout == weight_layout::out_in;
   const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
              K = static_cast<std::size_t>(p.K);
   (void)checked_mul(checked_mul(p.M + p.N, p.K, "inputs"), 8, "inputs bytes");
   (void)checked_mul(checked_mul(p.M, p.N, "Y"), 8, "Y bytes");
-  truth<T> t;
   const auto fill = [&](std::vector<T>& v, tensor_slot s, std::size_t rows, std::size_t cols) {
     v.assign(rows * cols, T(0));
     ref::fill_block<T>(c.mode, c.seed, par::data_id_of(s), 0, rows, 0, cols, v.data());
@@ -182,6 +185,15 @@ truth<T> whole_truth(const par::run_case& c) {
   fill(t.x, {tensor::x, 0}, M, K);
   fill(t.w, {tensor::w, 0}, out_in ? N : K, out_in ? K : N);
   fill(t.dy, {tensor::dy, 0}, M, N);
+}
+
+// The outputs of t's inputs (filled): reference, oracle and magnitude, all in T.
+template <class T>
+void compute_outputs(const par::run_case& c, truth<T>& t) {
+  const problem& p = c.prob;
+  const bool out_in = p.layout == weight_layout::out_in;
+  const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
+             K = static_cast<std::size_t>(p.K);
   const std::size_t rows[3] = {M, M, out_in ? N : K}, cols[3] = {N, K, out_in ? K : N};
   const char* names[3] = {"Y", "dX", "dW"};
   const std::int64_t k_ref[3] = {p.K, p.N, p.M};
@@ -221,10 +233,51 @@ truth<T> whole_truth(const par::run_case& c) {
   else
     ref::oracle_forward<T>(weight_layout::in_out, K, N, M, transpose(t.x, M, K).data(), t.dy.data(),
                            t.out[2].oracle.data());
+}
+
+}  // namespace
+
+template <class T>
+truth<T> whole_truth(const par::run_case& c) {
+  if (c.prob.layers() != 1)
+    throw invalid_problem("the oracle is a single layer's; " + c.strategy + " runs a stack (H=)");
+  truth<T> t;
+  fill_inputs(c, t);
+  if constexpr (is_16bit_v<T>) {
+    // Widened to f32 (exact), the reference summed there (sgemm) and rounded to T once; the
+    // oracle and the magnitudes of the same (exact) products.
+    truth<float> w;
+    const auto widen = [](const std::vector<T>& v) {
+      std::vector<float> out(v.size());
+      ref::widen<T>(v.data(), v.size(), out.data());
+      return out;
+    };
+    w.x = widen(t.x);
+    w.w = widen(t.w);
+    w.dy = widen(t.dy);
+    compute_outputs(c, w);
+    for (int i = 0; i < 3; ++i) {
+      auto& o = t.out[i];
+      auto& wo = w.out[i];
+      o.name = wo.name;
+      o.rows = wo.rows;
+      o.cols = wo.cols;
+      o.k_ref = wo.k_ref;
+      o.reference.resize(wo.reference.size());
+      ref::narrow<T>(wo.reference.data(), wo.reference.size(), o.reference.data());
+      o.unrounded = std::move(wo.reference);
+      o.oracle = std::move(wo.oracle);
+      o.magnitude = std::move(wo.magnitude);
+    }
+  } else {
+    compute_outputs(c, t);
+  }
   return t;
 }
 
 template truth<float> whole_truth<float>(const par::run_case&);
 template truth<double> whole_truth<double>(const par::run_case&);
+template truth<bfloat16_t> whole_truth<bfloat16_t>(const par::run_case&);
+template truth<half_t> whole_truth<half_t>(const par::run_case&);
 
 }  // namespace shardcheck::values

@@ -30,7 +30,7 @@ struct gathered_tensor {
 struct gathered {
   std::vector<gathered_tensor> outputs;    // in outputs_of(c) order: Y, dX, dW_1 … dW_L
   bool chains_claimed = false;             // every rank claims its chains
-  std::vector<par::chain_lengths> chains;  // per layer, the longest over the ranks
+  std::vector<par::chain_lengths> chains;  // per layer, the longest over the ranks (and reduced)
 };
 
 // Runs forward and backward of c once on this rank of case_comm (size c.p) and gathers every
@@ -41,7 +41,9 @@ struct gathered {
                                       par::comm& case_comm);
 
 // A single layer's whole inputs and, per output (Y, dX, dW), the reference, the oracle and the
-// magnitude product. k_ref: the reference's chain (K, N, M).
+// magnitude product. k_ref: the reference's chain (K, N, M). T bf16 or f16 (mixed.hpp): the
+// inputs widened to f32 (exact), the reference summed in f32 (`unrounded`, b) and rounded to T
+// once, the oracle and magnitudes of the same exact products.
 template <class T>
 struct truth {
   std::vector<T> x, w, dy;
@@ -49,6 +51,7 @@ struct truth {
     std::string name;
     std::int64_t rows = 0, cols = 0, k_ref = 0;
     std::vector<T> reference;
+    std::vector<float> unrounded;  // b, for bf16 and f16 only
     std::vector<double> oracle, magnitude;
   };
   output out[3];  // Y, dX, dW

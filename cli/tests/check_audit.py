@@ -16,7 +16,8 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-CELL_KEYS = ["strategy", "tensor", "dtype", "backend", "p", "K", "k_par", "k_ref", "elements",
+CELL_KEYS = ["strategy", "tensor", "dtype", "acc", "reduce", "backend", "p", "K", "k_par",
+             "k_reduced", "k_ref", "elements",
              "parallel", "reference", "rigorous_share", "statistical_share", "lambda", "replay"]
 SUMMARY_KEYS = ["strategy", "tensor", "dtype", "max_err_u_mag", "mean_err_u_mag",
                 "rigorous_share", "statistical_share", "alpha_K_mean", "alpha_K_chain",
@@ -50,6 +51,10 @@ def check(doc, csv_text, summary, plot_dir=None):
         number(c["reference"]["max_err_u_mag"], f"{name} reference max error")
         number(c["rigorous_share"], f"{name} rigorous share")
         number(c["statistical_share"], f"{name} statistical share")
+        # bf16 and f16 cells carry their precision policy; f32 and f64 cells none.
+        mixed = c["dtype"] in ("bf16", "f16")
+        if mixed != (c["acc"] is not None) or mixed != (c["reduce"] is not None):
+            raise ValueError(f"{name} {c['dtype']}: acc={c['acc']} reduce={c['reduce']}")
     strategies = {c["strategy"] for c in doc["cells"]}
     for s in doc["summary"]:
         for key in SUMMARY_KEYS:
@@ -83,7 +88,8 @@ def check(doc, csv_text, summary, plot_dir=None):
 
 def self_test():
     cell = {k: 0 for k in CELL_KEYS}
-    cell.update({"strategy": "s", "tensor": "Y", "replay": "r",
+    cell.update({"strategy": "s", "tensor": "Y", "replay": "r", "dtype": "f32", "acc": None,
+                 "reduce": None,
                  "parallel": {"max_err_u_mag": 1.0, "mean_err_u_mag": 0.5},
                  "reference": {"max_err_u_mag": 1.0, "mean_err_u_mag": 0.5},
                  "rigorous_share": 0.01, "statistical_share": 0.1})
@@ -101,6 +107,7 @@ def self_test():
     d = copy.deepcopy(doc); d["cells"][0]["statistical_share"] = -0.001
     broken.append((d, csv_text, "| s |"))
     d = copy.deepcopy(doc); d["summary"][0]["flagged"] = True; broken.append((d, csv_text, "| s |"))
+    d = copy.deepcopy(doc); d["cells"][0]["dtype"] = "bf16"; broken.append((d, csv_text, "| s |"))
     broken.append((doc, "strategy,K,max_err_u_mag\n", "| s |"))
     broken.append((doc, csv_text, "nothing"))
     for i, (d, c, s) in enumerate(broken):

@@ -72,11 +72,14 @@ def check_suite(junit, json_path, command):
     if not 0 <= g["worst_error_ratio"] or g["seconds"] <= 0:
         fail(f"{good} worst error {g['worst_error_ratio']}, seconds {g['seconds']}")
     # The error figures per dtype × tensor × mode: a passing strategy within both tiers' bounds
-    # (the statistical one is null in exact mode only).
+    # (the statistical one is null in exact mode only); bf16 and f16 (shares of their windows)
+    # beside f32 and f64.
     if not g["errors"]:
         fail(f"{good}: no error figures")
+    if not {"f32", "f64", "bf16", "f16"} <= {e["dtype"] for e in g["errors"]}:
+        fail(f"{good}: error figures of {sorted({e['dtype'] for e in g['errors']})} only")
     for e in g["errors"]:
-        if e["dtype"] not in ("f32", "f64") or e["tensor"] not in ("Y", "dX", "dW") or \
+        if e["dtype"] not in ("f32", "f64", "bf16", "f16") or e["tensor"] not in ("Y", "dX", "dW") or \
                 not 0 <= e["err_u_mag"] or (e["mode"] != "exact") != (e["rigorous_share"] is not None) \
                 or not 0 <= (e["rigorous_share"] or 0) <= 1 or not 0 <= (e["statistical_share"] or 0) <= 1:
             fail(f"{good} error figures {e}")

@@ -522,11 +522,13 @@ double mixed_events(const par::run_case& c, std::span<const par::chain_lengths> 
 
 // Judges output t of a bf16 / f16 case (a single layer): got within the window of its policy's
 // chains around the reference's f32 value (bitwise round(b) in exact mode), then within the
-// statistical tier's narrower window ("[statistical]" in the message).
+// statistical tier's narrower window ("[statistical]" in the message). The figures (v.errors,
+// in the storage dtype's row): |got − b| / (u·mag), u the storage dtype's, and the share of each
+// tier's window used (ref::window_share; > 1 is outside it).
 template <class T>
 std::string judge_mixed(const par::run_case& c, const par::tensor_plan& t,
                         const any_matrix& got_any, std::span<const par::chain_lengths> chains,
-                        int rank, const std::vector<int>& coords, double& worst_error) {
+                        int rank, const std::vector<int>& coords, verdict& v) {
   const auto& got = std::get<matrix<T>>(got_any);
   const block& b = t.region;
   if (static_cast<std::int64_t>(got.rows) != b.rows ||
@@ -544,28 +546,36 @@ std::string judge_mixed(const par::run_case& c, const par::tensor_plan& t,
   const double f_par = ref::policy_factor(k_par - k_red, k_red, c.prob.type, c.policy);
   const double f_ref = ref::gamma(e.k_ref, dtype::f32);
   const double u = ref::unit_roundoff(c.prob.type);
-  for (std::size_t i = 0; i < got.data.size(); ++i) {
-    const double g = static_cast<float>(got.data[i]), w = want.data[i];
-    if (std::isfinite(g) && std::isfinite(w) && e.mag[i] > 0)
-      worst_error = std::max(worst_error, std::abs(g - w) / (u * e.mag[i]));
-  }
   const bool bitwise = c.mode == value_mode::exact;
-  auto bad =
-      ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
-                             want.cols, e.mag.data(), want.cols, f_par + f_ref, e.k_ref, bitwise);
   // The statistical tier (bound.hpp): the same window with γ̃_k(λ) for every chain, λ from the
   // case's rounding events (every output element of the case × both chains) so that a correct
   // kernel trips it on a case with probability at most ref::statistical_p_fail.
-  double lambda = 0, events = 0;
+  const double events = bitwise ? 0 : mixed_events(c, chains);
+  const double u_max =
+      std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
+  const double lambda = bitwise ? 0 : ref::lambda_for(events, ref::statistical_p_fail, u_max);
+  const double f_tilde =
+      bitwise
+          ? 0
+          : ref::policy_factor_statistical(k_par - k_red, k_red, c.prob.type, c.policy, lambda) +
+                ref::gamma_tilde(e.k_ref, ref::unit_roundoff(dtype::f32), lambda);
+  error_cell& cell = v.errors.at(c.prob.type, t.slot.t, c.mode);
+  for (std::size_t i = 0; i < got.data.size(); ++i) {
+    const double g = static_cast<float>(got.data[i]), w = want.data[i];
+    if (!std::isfinite(g) || !std::isfinite(w)) continue;
+    if (e.mag[i] > 0) cell.err_u_mag = std::max(cell.err_u_mag, std::abs(g - w) / (u * e.mag[i]));
+    if (bitwise) continue;
+    cell.rigorous = std::max(cell.rigorous, ref::window_share<T>(got.data[i], want.data[i],
+                                                                 e.mag[i], f_par + f_ref, e.k_ref));
+    cell.statistical = std::max(cell.statistical, ref::window_share<T>(got.data[i], want.data[i],
+                                                                       e.mag[i], f_tilde, e.k_ref));
+  }
+  v.worst_error = std::max(v.worst_error, cell.err_u_mag);
+  auto bad =
+      ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
+                             want.cols, e.mag.data(), want.cols, f_par + f_ref, e.k_ref, bitwise);
   const bool statistical = !bad && !bitwise;
   if (statistical) {
-    events = mixed_events(c, chains);
-    const double u_max =
-        std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
-    lambda = ref::lambda_for(events, ref::statistical_p_fail, u_max);
-    const double f_tilde =
-        ref::policy_factor_statistical(k_par - k_red, k_red, c.prob.type, c.policy, lambda) +
-        ref::gamma_tilde(e.k_ref, ref::unit_roundoff(dtype::f32), lambda);
     bad = ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
                                  want.cols, e.mag.data(), want.cols, f_tilde, e.k_ref, false);
     if (bad && bad->reason == "window") bad->reason = "statistical";
@@ -881,11 +891,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     if (!ran || !run.on(prop) || !judgeable) continue;
     const par::tensor_plan& tp = (*plan)[t];
     if (is_storage16(c.prob.type)) {  // judged against its own widened reference, unshared
-      const std::string bad_16 = c.prob.type == dtype::bf16
-                                     ? judge_mixed<bfloat16_t>(c, tp, got->out(t), chains, run.rank,
-                                                               plan->coords, run.v.worst_error)
-                                     : judge_mixed<half_t>(c, tp, got->out(t), chains, run.rank,
-                                                           plan->coords, run.v.worst_error);
+      const std::string bad_16 =
+          c.prob.type == dtype::bf16
+              ? judge_mixed<bfloat16_t>(c, tp, got->out(t), chains, run.rank, plan->coords, run.v)
+              : judge_mixed<half_t>(c, tp, got->out(t), chains, run.rank, plan->coords, run.v);
       if (!bad_16.empty()) run.fail(prop, bad_16);
       continue;
     }

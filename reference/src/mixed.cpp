@@ -169,6 +169,18 @@ std::optional<mismatch> compare_window(std::size_t rows, std::size_t cols, const
   return std::nullopt;
 }
 
+template <class T>
+double window_share(T got, double b, double mag, double factor, std::int64_t k_mag) {
+  const double g = static_cast<float>(got), e = b;
+  if (g == e) return 0.0;
+  const double inflate = 1.0 - gamma(k_mag, dtype::f64);
+  const double delta = mag == 0.0 ? 0.0 : inflate > 0.0 ? factor * mag / inflate : INFINITY;
+  const double edge = g > e ? static_cast<float>(round_up<T>(e + delta))
+                            : static_cast<float>(round_down<T>(e - delta));
+  const double reach = std::fabs(edge - e);
+  return reach > 0.0 ? std::fabs(g - e) / reach : INFINITY;
+}
+
 #define SHARDCHECK_MIXED_INSTANTIATE(T)                                                          \
   template T next_down<T>(T);                                                                    \
   template T next_up<T>(T);                                                                      \
@@ -179,7 +191,8 @@ std::optional<mismatch> compare_window(std::size_t rows, std::size_t cols, const
   template void narrow<T>(const float*, std::size_t, T*);                                        \
   template std::optional<mismatch> compare_window<T>(                                            \
       std::size_t, std::size_t, const T*, std::size_t, const float*, std::size_t, const double*, \
-      std::size_t, double, std::int64_t, bool);
+      std::size_t, double, std::int64_t, bool);                                                  \
+  template double window_share<T>(T, double, double, double, std::int64_t);
 SHARDCHECK_MIXED_INSTANTIATE(bfloat16_t)
 SHARDCHECK_MIXED_INSTANTIATE(half_t)
 

@@ -50,12 +50,14 @@ enum class outcome { pass, fail, not_claimed };
 // every layer's dW together) × value mode: the worst |got − expected| / (u·mag) over its finite
 // elements (mag = |X||W|ᵀ, a stack's through its layers), and the worst share of each tier's
 // bound used (|got − expected| / bound; 1 is at the bound). −1: nothing judged there; the tiers
-// stay −1 in exact mode, which is bitwise.
+// stay −1 in exact mode, which is bitwise. bf16 and f16 (a window, mixed.hpp): expected is the
+// reference's unrounded f32 value b and u the storage dtype's, so a correct kernel's round(b)
+// reads up to about 1; a tier's share is ref::window_share's (> 1: outside that window).
 struct error_cell {
   double err_u_mag = -1, rigorous = -1, statistical = -1;
 };
 struct error_figures {
-  static constexpr std::size_t dtypes = 2;  // every dtype of types.hpp
+  static constexpr std::size_t dtypes = 4;  // every dtype of types.hpp: f32, f64, bf16, f16
   static constexpr std::size_t tensors = 3, modes = 5;
   static constexpr std::size_t size = dtypes * tensors * modes;
   std::array<error_cell, size> cells{};
