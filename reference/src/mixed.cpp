@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "shardcheck/reference/bound.hpp"
 
@@ -117,6 +118,15 @@ double policy_factor_statistical(std::int64_t k_local, std::int64_t k_reduce, dt
                      [lambda](std::int64_t k, double u) { return gamma_tilde(k, u, lambda); });
 }
 
+// The window's ends around b: got = round(a) with |a − b| ≤ δ, and rounding to nearest is
+// monotone, so got lies in [round(b − δ), round(b + δ)] (each end moved out by one double ulp
+// for its own rounding).
+template <class T>
+std::pair<double, double> window_edges(double b, double delta) {
+  return {static_cast<float>(round_nearest<T>(std::nextafter(b - delta, -INFINITY))),
+          static_cast<float>(round_nearest<T>(std::nextafter(b + delta, INFINITY)))};
+}
+
 template <class T>
 std::optional<mismatch> compare_window(std::size_t rows, std::size_t cols, const T* got,
                                        std::size_t ld_got, const float* b, std::size_t ld_b,
@@ -153,12 +163,7 @@ std::optional<mismatch> compare_window(std::size_t rows, std::size_t cols, const
       }
       // A finite b: got within the window, which reaches ±inf only past the storage range.
       const double delta = m == 0.0 ? 0.0 : inflate > 0.0 ? factor * m / inflate : INFINITY;
-      // got = round(a) with |a − b| ≤ δ, and rounding to nearest is monotone: got lies in
-      // [round(b − δ), round(b + δ)] (each end moved out by one double ulp for its own rounding).
-      const double lo = static_cast<float>(
-          round_nearest<T>(std::nextafter(static_cast<double>(e) - delta, -INFINITY)));
-      const double hi = static_cast<float>(
-          round_nearest<T>(std::nextafter(static_cast<double>(e) + delta, INFINITY)));
+      const auto [lo, hi] = window_edges<T>(static_cast<double>(e), delta);
       if (gd >= lo && gd <= hi) continue;
       mm.bound = delta;
       mm.ratio = std::isinf(gd) ? INFINITY : ratio;
@@ -175,8 +180,8 @@ double window_share(T got, double b, double mag, double factor, std::int64_t k_m
   if (g == e) return 0.0;
   const double inflate = 1.0 - gamma(k_mag, dtype::f64);
   const double delta = mag == 0.0 ? 0.0 : inflate > 0.0 ? factor * mag / inflate : INFINITY;
-  const double edge = g > e ? static_cast<float>(round_up<T>(e + delta))
-                            : static_cast<float>(round_down<T>(e - delta));
+  const auto [lo, hi] = window_edges<T>(e, delta);
+  const double edge = g > e ? hi : lo;
   const double reach = std::fabs(edge - e);
   return reach > 0.0 ? std::fabs(g - e) / reach : INFINITY;
 }

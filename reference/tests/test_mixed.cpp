@@ -177,5 +177,16 @@ TEST(mixed, a_partial_rounded_to_bf16_leaves_the_window_of_an_f32_reduction) {
   EXPECT_TRUE(compare_window<bfloat16_t>(1, 1, wrong, 1, b, 1, mag, 1, factor, 64, false));
 }
 
+TEST(mixed, window_share_reads_one_at_the_edge_and_more_outside) {
+  // bf16, b = 1.001, δ = 1e-6: the window is [1, 1].
+  EXPECT_EQ(window_share(bfloat16_t(1.0f), 1.001, 1.0, 1e-6, 1), 1.0);
+  EXPECT_NEAR(window_share(bfloat16_t(1.0078125f), 1.001, 1.0, 1e-6, 1), 0.0068125 / 0.001, 1e-9);
+  EXPECT_NEAR(window_share(next_down(bfloat16_t(1.0f)), 1.001, 1.0, 1e-6, 1), 0.00490625 / 0.001,
+              1e-9);
+  EXPECT_EQ(window_share(bfloat16_t(1.0f), 1.0, 1.0, 1e-6, 1), 0.0);  // got = b
+  // δ = 0.01: both neighbours inside; the upper edge is 1.0078125 itself.
+  EXPECT_EQ(window_share(bfloat16_t(1.0078125f), 1.001, 1.0, 0.01, 1), 1.0);
+}
+
 }  // namespace
 }  // namespace shardcheck::ref::test

@@ -114,8 +114,8 @@ template <class T>
 // below), δ = factor·mag inflated as there. ≤ 1 exactly when got is inside the window; 0 when
 // got = b; +infinity when got ≠ b and that edge is b itself (δ = 0 at a representable b). The
 // edges are storage values, so a correct kernel's round(b) reads up to 1: bf16, b = 1.001,
-// δ = 1e-6: the window is [1, 1.0078125], got = 1 reads 1 (at the lower edge), got = 1.0078125
-// reads 1, got = 0.99609375 reads 0.0049/0.001 ≈ 4.9 (one bf16 step below the window).
+// δ = 1e-6: the window is [1, 1] (both ends round to 1), got = 1 reads 1, got = 1.0078125 reads
+// 0.0068/0.001 ≈ 6.8 and got = 0.99609375 reads 0.0049/0.001 ≈ 4.9 (one bf16 step out).
 template <class T>
 [[nodiscard]] double window_share(T got, double b, double mag, double factor, std::int64_t k_mag);
 
