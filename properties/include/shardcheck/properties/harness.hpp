@@ -57,14 +57,14 @@ struct error_cell {
   double err_u_mag = -1, rigorous = -1, statistical = -1;
 };
 struct error_figures {
-  static constexpr std::size_t dtypes = 4;  // every dtype of types.hpp: f32, f64, bf16, f16
-  static constexpr std::size_t tensors = 3, modes = 5;
+  static constexpr std::size_t dtypes = dtype_count;  // every dtype of types.hpp
+  static constexpr std::size_t tensors = 3, modes = value_mode_count;
   static constexpr std::size_t size = dtypes * tensors * modes;
   std::array<error_cell, size> cells{};
   // tensor: y, dx or dw.
   [[nodiscard]] static std::size_t index(dtype t, par::tensor out, value_mode m);
   [[nodiscard]] error_cell& at(dtype t, par::tensor out, value_mode m) {
-    return cells[index(t, out, m)];
+    return cells.at(index(t, out, m));
   }
   void merge(const error_figures& o);  // the larger of each figure
   // Over every mode: the cell of dtype t and tensor out.

@@ -25,6 +25,7 @@ struct mpi_error : error {
 // bf16 and f16 are storage dtypes (Eigen::bfloat16, Eigen::half, mixed.hpp): a case in them also
 // carries a precision policy (below) for how its sums are formed.
 enum class dtype { f32, f64, bf16, f16 };
+inline constexpr std::size_t dtype_count = static_cast<std::size_t>(dtype::f16) + 1;
 // A mixed-precision policy, for a case stored in bf16 or f16: `acc` the dtype a rank's local
 // products are summed in, `reduce` the dtype partial sums travel in and are added in across ranks
 // (f32 or the storage dtype). On a replay line: `dtype=bf16 acc=f32 reduce=bf16`. Cases in f32
@@ -43,6 +44,8 @@ enum class weight_layout { out_in, in_out };
 // bound relative to |X||W|ᵀ is relative to the result itself. With mean-zero data at K = 16384,
 // |Y| is ~√K against |X||W|ᵀ ~ K, and a defect worth a fraction of Y's last bit hides under it.
 enum class value_mode { exact, uniform, wide, cancel, nonfinite, positive };
+// How many there are, for tables indexed by them (the last enumerator + 1).
+inline constexpr std::size_t value_mode_count = static_cast<std::size_t>(value_mode::positive) + 1;
 // Between the layers of a stack (stack.hpp): identity, or relu(h) = h > 0 ? h : 0.
 enum class activation { identity, relu };
 
