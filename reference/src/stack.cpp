@@ -237,8 +237,17 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
   for (std::size_t l = 1; l <= L; ++l)
     kmag += s.widths[l - 1] + s.widths[l] + static_cast<std::int64_t>(rows);
   const double inflate = 1.0 / (1.0 - gamma(kmag, dtype::f64));
+  // A 16-bit stack's bound can pass the storage range (its magnitudes grow layer by layer): a
+  // hidden element's bound is then infinite (round(ref + d) is inf), and an infinite bound times
+  // a zero weight is NaN, which stands for "no bound" too: infinite.
+  const auto no_bound_is_infinite = [&](std::vector<double>& d) {
+    if (storage == nullptr) return;
+    for (double& v : d)
+      if (std::isnan(v)) v = INFINITY;
+  };
   auto finish = [&](std::vector<double> d) {
     for (double& v : d) v *= inflate;
+    no_bound_is_infinite(d);
     return d;
   };
   std::vector<std::vector<double>> abs_w;
@@ -260,6 +269,7 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
                        tier_gamma(ref.h[l - 1], t, lambda), [&](const double* a, double* z) {
                          linear_forward<double>(s.layout, rows, dl, dp, a, abs_w[l - 1].data(), z);
                        });
+    no_bound_is_infinite(out.delta);
     if (l == L) {
       e.y = std::move(h);
       e.y_bound = finish(std::move(out.delta));
