@@ -1,6 +1,7 @@
 #include "strategies/sharded_weights.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "shardcheck/reference/gemm.hpp"
@@ -83,10 +84,14 @@ claims sharded_weights::cost(const run_case& c, std::span<const int> coords) con
   peak.backward = mine * c.prob.K * s + wrows.size(r) * plan.cols * s + buffers;
   if (is_storage16(c.prob.type)) {
     // Beside the 16-bit buffers, f32: the Y (dX) accumulator and X (X, dY) widened, one bucket
-    // widened; in backward also the bucket's dW partial and the reduce-scatter's copy of it.
+    // widened; in backward also the bucket's dW partial, and either its copy rounded to the
+    // storage dtype (reduce=storage) or the f32 sums of this rank's whole dW shard (reduce=f32:
+    // one buffer for every bucket, so that a smaller bucket never needs more).
     const std::int64_t bucket32 = plan.per_bucket * plan.cols * 4;
+    const std::int64_t sums = mixed::reduce_in_storage(c) ? plan.per_bucket * plan.cols * s
+                                                          : wrows.size(r) * plan.cols * 4;
     peak.forward += (mine * c.prob.N + mine * c.prob.K) * 4 + bucket32;
-    peak.backward += (2 * mine * c.prob.K + mine * c.prob.N) * 4 + 3 * bucket32;
+    peak.backward += (2 * mine * c.prob.K + mine * c.prob.N) * 4 + 2 * bucket32 + sums;
   }
   const std::int64_t depth = reduction_depth(c.backend, collective::reduce_scatter, c.p, 0);
   out.chains = {{c.prob.K, c.prob.N, c.part("M").max_size() + depth, {.dw = depth}}};
@@ -253,6 +258,11 @@ void sharded_weights::backward(context& ctx, const run_case& c, const backward_i
     dx = matrix<T>(m, k);
     dw = matrix<T>(w.rows, w.cols);
     mixed::partial<T> dx_acc(dx);  // dX summed in A, rounded once at the end
+    // reduce=f32 in 16 bits: every bucket's reduce-scatter sums into this rank's dW shard in f32,
+    // rounded once at the end.
+    const bool sums_in_f32 = is_16bit_v<T> && !mixed::reduce_in_storage(c);
+    std::optional<mixed::partial<T>> dw_sums;
+    if (sums_in_f32) dw_sums.emplace(dw);
     mem::tracked_vector<float> x_keep, dy_keep;
     const A* xa = wide_view<T>(x.data.data(), x.data.size(), x_keep);
     const A* dya = wide_view<T>(dy.data.data(), dy.data.size(), dy_keep);
@@ -286,13 +296,19 @@ void sharded_weights::backward(context& ctx, const run_case& c, const backward_i
       }
       const std::int64_t a = std::max(lo, wrows.offset(r));
       const std::int64_t b = std::min(hi, wrows.offset(r) + wrows.size(r));
-      T* out = dw.data.data() + (b > a ? (a - wrows.offset(r)) * plan.cols : 0);
-      mixed::reduce_scatter<T>(
-          world, c, std::span<const A>(partial.data(), partial.size()),
-          std::span<T>(out, static_cast<std::size_t>(std::max<std::int64_t>(b - a, 0) * plan.cols)),
-          world.window_counts(wrows, lo, hi, plan.cols));
+      const std::size_t at =
+          b > a ? static_cast<std::size_t>((a - wrows.offset(r)) * plan.cols) : 0;
+      const auto mine = static_cast<std::size_t>(std::max<std::int64_t>(b - a, 0) * plan.cols);
+      const std::span<const A> in(partial.data(), partial.size());
+      if (sums_in_f32)
+        world.reduce_scatter_sum<A>(in, std::span<A>(dw_sums->data() + at, mine),
+                                    world.window_counts(wrows, lo, hi, plan.cols));
+      else
+        mixed::reduce_scatter<T>(world, c, in, std::span<T>(dw.data.data() + at, mine),
+                                 world.window_counts(wrows, lo, hi, plan.cols));
     }
     dx_acc.round();
+    if (sums_in_f32) dw_sums->round();
   });
 }
 
