@@ -251,9 +251,6 @@ void complete_and_validate(const kernel& s, run_case& c) {
     if (!info.supports(c.prob.type, c.policy))
       throw invalid_problem(who + "dtype=" + std::string(to_string(c.prob.type)) + " " +
                             to_string(c.policy) + " is not a declared precision policy");
-    if (c.prob.layers() > 1)
-      throw invalid_problem(who + "a stack in " + std::string(to_string(c.prob.type)) +
-                            " (16-bit storage runs single layers)");
     // f16's largest finite value is 65504: wide data (to 2¹⁷) and cancel's 2¹² terms overflow.
     if (c.prob.type == dtype::f16 && (c.mode == value_mode::wide || c.mode == value_mode::cancel))
       throw invalid_problem(who + "mode " + std::string(to_string(c.mode)) +
@@ -270,7 +267,13 @@ void complete_and_validate(const kernel& s, run_case& c) {
   // exact mode: values on a grid 2^−g chosen from the contraction lengths (stack.hpp exact_grid;
   // g = 3 for one layer up to K = 2¹⁸ in f32) keep every sum exact; none at all beyond g = 0.
   // bf16 and f16 use coarser values of their own (mixed.hpp exact_limit).
-  if (c.mode == value_mode::exact && is_storage16(c.prob.type)) {
+  if (c.mode == value_mode::exact && is_storage16(c.prob.type) && c.prob.layers() > 1) {
+    const std::string why = ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act},
+                                                     c.prob.M, c.prob.type);
+    if (!why.empty())
+      throw invalid_problem(who + "exact mode would round in " +
+                            std::string(to_string(c.prob.type)) + ": " + why);
+  } else if (c.mode == value_mode::exact && is_storage16(c.prob.type)) {
     const std::int64_t exact_limit = ref::exact_limit(c.prob.type);
     if (std::max({c.prob.M, c.prob.N, c.prob.K}) > exact_limit)
       throw invalid_problem(who + "exact mode needs M, N, K ≤ " + std::to_string(exact_limit) +

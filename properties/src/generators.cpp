@@ -94,8 +94,13 @@ void draw_policy(const par::kernel_info& info, par::run_case& c) {
   c.policy = *rc::gen::elementOf(declared);
   const bool overflows =
       c.prob.type == dtype::f16 && (c.mode == value_mode::wide || c.mode == value_mode::cancel);
-  const bool rounds = c.mode == value_mode::exact &&
-                      std::max({c.prob.M, c.prob.N, c.prob.K}) > ref::exact_limit(c.prob.type);
+  const bool rounds =
+      c.mode == value_mode::exact &&
+      (c.prob.layers() > 1
+           ? !ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
+                                       c.prob.type)
+                  .empty()
+           : std::max({c.prob.M, c.prob.N, c.prob.K}) > ref::exact_limit(c.prob.type));
   if ((overflows || rounds) && info.supports(value_mode::uniform)) c.mode = value_mode::uniform;
 }
 }  // namespace
@@ -163,7 +168,6 @@ par::run_case draw_case(const par::kernel& s, int max_p, const case_pins& pins, 
     c.prob.type = *rc::gen::elementOf(info.dtypes);
     c.prob.layout = *rc::gen::elementOf(info.layouts);
     c.mode = *rc::gen::elementOf(info.modes);
-    if (is_storage16(c.prob.type)) draw_policy(info, c);
     // Hidden widths and the activation only for strategies that run stacks.
     if (info.max_layers > 1) {
       const auto layers = *rc::gen::inRange(info.min_layers, info.max_layers + 1);
@@ -177,11 +181,14 @@ par::run_case draw_case(const par::kernel& s, int max_p, const case_pins& pins, 
         return ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act}, c.prob.M,
                                         c.prob.type);
       };
-      if (c.mode == value_mode::exact && !exact_problem().empty() && info.supports(dtype::f64))
+      if (c.mode == value_mode::exact && !exact_problem().empty() && info.supports(dtype::f64) &&
+          !is_storage16(c.prob.type))
         c.prob.type = dtype::f64;
-      if (c.mode == value_mode::exact && !exact_problem().empty())
+      if (c.mode == value_mode::exact && !exact_problem().empty() && !is_storage16(c.prob.type))
         c.mode = *rc::gen::elementOf(other_modes(info, value_mode::exact));
     }
+    // A bf16 / f16 case's policy, once its shape (hidden widths too) is known.
+    if (is_storage16(c.prob.type)) draw_policy(info, c);
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
     // Unpinned: mpi, native, or native with the tree all-reduce
     // (backend=native:all_reduce=tree).

@@ -210,6 +210,61 @@ expectation expect(const par::run_case& c, tensor t, const block& b, par::index_
   return e;
 }
 
+// The chains of a stack's layers as stack_expect reads them, with their reductions' shares.
+ref::stack_chains stack_chains_of(std::span<const par::chain_lengths> layer_chains) {
+  ref::stack_chains chains;
+  for (const par::chain_lengths& l : layer_chains) {
+    chains.h.push_back(l.y);
+    chains.da.push_back(l.dx);
+    chains.dw.push_back(l.dw);
+    chains.h_red.push_back(l.reduced.y);
+    chains.da_red.push_back(l.reduced.dx);
+    chains.dw_red.push_back(l.reduced.dw);
+  }
+  return chains;
+}
+
+template <class T>
+matrix<float> widened(const matrix<T>& m);
+
+// The whole reference of a stack stored in bf16 / f16 (T), in f32 on the widened inputs, its
+// hidden tensors stored in T as the kernel stores them (stack.hpp stack_storage), with the
+// bound of the case's policy per element and, at λ > 0, the statistical tier's.
+template <class T>
+ref::stack_expectation<float> expect_whole_stack16(const par::run_case& c,
+                                                   std::span<const par::chain_lengths> layer_chains,
+                                                   double lambda) {
+  const auto& p = c.prob;
+  const ref::stack_shape shape{p.layout, p.widths(), p.act};
+  const auto x = widened(generate<T>(c, {tensor::x, 0}, 0, p.M, 0, p.K));
+  const auto dy = widened(generate<T>(c, {tensor::dy, 0}, 0, p.M, 0, p.N));
+  std::vector<matrix<float>> ws;
+  std::vector<const float*> w_ptrs;
+  for (std::size_t l = 0; l < shape.layers(); ++l) {
+    const bool out_in = p.layout == weight_layout::out_in;
+    const auto out = static_cast<std::int64_t>(shape.width(l + 1));
+    const auto in = static_cast<std::int64_t>(shape.width(l));
+    ws.push_back(
+        widened(generate<T>(c, {tensor::w, l}, 0, out_in ? out : in, 0, out_in ? in : out)));
+  }
+  for (const auto& w : ws) w_ptrs.push_back(w.data.data());
+  const ref::stack_chains chains = stack_chains_of(layer_chains);
+  const ref::stack_storage storage{p.type, c.policy};
+  const float none{};
+  const float* dy_ptr = dy.data.empty() ? &none : dy.data.data();
+  const auto rows = static_cast<std::size_t>(p.M);
+  ref::stack_expectation<float> e = ref::stack_expect<float>(
+      shape, rows, x.data.data(), w_ptrs, dy_ptr, chains, dtype::f32, 0, &storage);
+  if (lambda > 0) {
+    ref::stack_expectation<float> st = ref::stack_expect<float>(
+        shape, rows, x.data.data(), w_ptrs, dy_ptr, chains, dtype::f32, lambda, &storage);
+    e.y_stat_bound = std::move(st.y_bound);
+    e.dx_stat_bound = std::move(st.dx_bound);
+    e.dw_stat_bound = std::move(st.dw_bound);
+  }
+  return e;
+}
+
 // The reference of a whole stack (L > 1) — every row of X and dY, so every output — and, per
 // element, its bound (stack.hpp) for the strategy's chains per layer. Y's and dX's rows are
 // independent, so the blocks of a rank's outputs are all slices of it: computed once per case
@@ -231,12 +286,7 @@ ref::stack_expectation<T> expect_whole_stack(const par::run_case& c,
     ws.push_back(generate<T>(c, {tensor::w, l}, 0, out_in ? out : in, 0, out_in ? in : out));
   }
   for (const auto& w : ws) w_ptrs.push_back(w.data.data());
-  ref::stack_chains chains;
-  for (const par::chain_lengths& l : layer_chains) {
-    chains.h.push_back(l.y);
-    chains.da.push_back(l.dx);
-    chains.dw.push_back(l.dw);
-  }
+  ref::stack_chains chains = stack_chains_of(layer_chains);
   // stack_expect reads a null dY as "forward only": an empty dY (no rows or N = 0) is not null.
   const T none{};
   const T* dy_ptr = dy.data.empty() ? &none : dy.data.data();
@@ -307,17 +357,34 @@ struct stack_reference {
                                        std::span<const par::chain_lengths> chains, double lambda) {
     if (!std::holds_alternative<ref::stack_expectation<T>>(all)) {
       all = expect_whole_stack<T>(c, chains, lambda);
-      const auto& p = c.prob;
-      const std::vector<std::int64_t> d = p.widths();
-      std::int64_t weights = 0;
-      for (std::size_t l = 1; l < d.size(); ++l)
-        weights = checked_add(weights, checked_mul(d[l], d[l - 1], "check flops"), "check flops");
-      flops = checked_mul(checked_mul(weights, p.M, "check flops"), 12, "check flops");
-      panel_bytes = checked_mul(
-          checked_add(checked_mul(p.M, p.K + p.N, "check bytes"), weights, "check bytes"),
-          static_cast<std::int64_t>(sizeof(T)), "check bytes");
+      count<T>(c);
     }
     return std::get<ref::stack_expectation<T>>(all);
+  }
+  // A bf16 / f16 stack's (T16), in f32.
+  template <class T16>
+  const ref::stack_expectation<float>& get16(const par::run_case& c,
+                                             std::span<const par::chain_lengths> chains,
+                                             double lambda) {
+    if (!std::holds_alternative<ref::stack_expectation<float>>(all)) {
+      all = expect_whole_stack16<T16>(c, chains, lambda);
+      count<float>(c);
+    }
+    return std::get<ref::stack_expectation<float>>(all);
+  }
+
+ private:
+  template <class T>
+  void count(const par::run_case& c) {
+    const auto& p = c.prob;
+    const std::vector<std::int64_t> d = p.widths();
+    std::int64_t weights = 0;
+    for (std::size_t l = 1; l < d.size(); ++l)
+      weights = checked_add(weights, checked_mul(d[l], d[l - 1], "check flops"), "check flops");
+    flops = checked_mul(checked_mul(weights, p.M, "check flops"), 12, "check flops");
+    panel_bytes =
+        checked_mul(checked_add(checked_mul(p.M, p.K + p.N, "check bytes"), weights, "check bytes"),
+                    static_cast<std::int64_t>(sizeof(T)), "check bytes");
   }
 };
 
@@ -602,6 +669,63 @@ std::string judge_mixed(const par::run_case& c, const par::tensor_plan& t,
   return os.str();
 }
 
+// Judges output t of a bf16 / f16 stack: got within the window of its own element's bound
+// (stack.hpp, the case's policy, hidden tensors stored in the storage dtype) around the f32
+// reference (bitwise round(b) in exact mode), then within the statistical tier's.
+template <class T>
+std::string judge_mixed_stack(const par::run_case& c, const par::tensor_plan& t,
+                              const any_matrix& got_any, const ref::stack_expectation<float>& all,
+                              double lambda, double p_fail, int rank,
+                              const std::vector<int>& coords, double& worst_error) {
+  const auto& got = std::get<matrix<T>>(got_any);
+  const block& b = t.region;
+  if (static_cast<std::int64_t>(got.rows) != b.rows ||
+      static_cast<std::int64_t>(got.cols) != b.cols) {
+    std::ostringstream os;
+    os << t.name << " on rank " << rank << " is " << got.rows << "×" << got.cols
+       << ", its placement says " << b.rows << "×" << b.cols;
+    return os.str();
+  }
+  if (b.rows == 0 || b.cols == 0) return {};
+  const expectation e = expect_stack<float>(c, t.slot, b, all);  // mag: the bound itself
+  const auto& want = std::get<matrix<float>>(e.value);
+  const double u = ref::unit_roundoff(c.prob.type);
+  for (std::size_t i = 0; i < got.data.size(); ++i) {
+    const double g = static_cast<float>(got.data[i]), w = want.data[i];
+    if (std::isfinite(g) && std::isfinite(w) && e.stack_mag[i] > 0)
+      worst_error = std::max(worst_error, std::abs(g - w) / (u * e.stack_mag[i]));
+  }
+  const bool bitwise = c.mode == value_mode::exact;
+  auto bad = ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
+                                    want.cols, e.mag.data(), want.cols, 1.0, 0, bitwise);
+  const bool statistical = !bad && !bitwise && lambda > 0 && !e.stat_bound.empty();
+  if (statistical) {
+    bad = ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
+                                 want.cols, e.stat_bound.data(), want.cols, 1.0, 0, false);
+    if (bad && bad->reason == "window") bad->reason = "statistical";
+  }
+  if (!bad) return {};
+  std::ostringstream os;
+  os.precision(17);
+  const float b_ref = want.data[bad->row * want.cols + bad->col];
+  os << where(t.name, b, rank, coords, bad->row, bad->col) << ": got " << bad->got << ", expected "
+     << bad->expected << " (the f32 reference " << b_ref << " rounded to " << to_string(c.prob.type)
+     << ")";
+  if (bitwise) {
+    os << " (exact mode: bitwise equality required)";
+  } else {
+    const double err = std::abs(bad->got - static_cast<double>(b_ref));
+    os.precision(3);
+    os << ", " << (statistical ? "statistical " : "") << "stack window ±" << bad->bound
+       << " around the f32 reference (" << to_string(c.policy) << ", hidden tensors stored in "
+       << to_string(c.prob.type) << "), error = " << (bad->bound > 0 ? err / bad->bound : INFINITY)
+       << "·bound";
+    if (statistical) os << " (λ = " << lambda << ", false-alarm probability " << p_fail << ")";
+  }
+  if (!bad->reason.empty()) os << " [" << bad->reason << "]";
+  return os.str();
+}
+
 struct run_result {
   any_matrix y, dx;
   std::vector<any_matrix> dws;  // dW_1 … dW_L
@@ -875,6 +999,17 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
       ran ? statistical_tier_of(c, chains, run.on(property::forward), run.on(property::backward),
                                 cl->chains.has_value())
           : statistical_tier{};
+  // A 16-bit stack's statistical tier: λ from its rounding events at the policy's coarsest u.
+  statistical_tier tier16;
+  if (ran && stack && is_storage16(c.prob.type) && c.mode != value_mode::exact &&
+      cl->chains.has_value()) {
+    const double events =
+        statistical_events(c, chains, run.on(property::forward), run.on(property::backward));
+    const double u_max =
+        std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
+    tier16.lambda = ref::lambda_for(events, ref::statistical_p_fail, u_max);
+    tier16.p_fail = ref::false_alarm(events, tier16.lambda, u_max);
+  }
   stack_reference whole;
   mem::peak_scope scope;
   const auto start = std::chrono::steady_clock::now();
@@ -890,6 +1025,22 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     if (ran && run.on(prop) && !judgeable) run.not_claimed(prop);
     if (!ran || !run.on(prop) || !judgeable) continue;
     const par::tensor_plan& tp = (*plan)[t];
+    if (is_storage16(c.prob.type) && stack) {  // the whole stack's widened reference
+      try {
+        const std::string bad_16 =
+            c.prob.type == dtype::bf16
+                ? judge_mixed_stack<bfloat16_t>(
+                      c, tp, got->out(t), whole.get16<bfloat16_t>(c, chains, tier16.lambda),
+                      tier16.lambda, tier16.p_fail, run.rank, plan->coords, run.v.worst_error)
+                : judge_mixed_stack<half_t>(
+                      c, tp, got->out(t), whole.get16<half_t>(c, chains, tier16.lambda),
+                      tier16.lambda, tier16.p_fail, run.rank, plan->coords, run.v.worst_error);
+        if (!bad_16.empty()) run.fail(prop, bad_16);
+      } catch (const std::exception& x) {
+        run.fail(property::runs, x.what());
+      }
+      continue;
+    }
     if (is_storage16(c.prob.type)) {  // judged against its own widened reference, unshared
       const std::string bad_16 =
           c.prob.type == dtype::bf16

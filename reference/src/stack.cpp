@@ -5,6 +5,7 @@
 
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/mixed.hpp"
 
 namespace shardcheck::ref {
 
@@ -48,7 +49,15 @@ std::string exact_problem_at(const stack_shape& s, std::int64_t rows, int digits
   return {};
 }
 
-int digits_of(dtype t) { return t == dtype::f32 ? 24 : 53; }
+int digits_of(dtype t) {
+  switch (t) {
+    case dtype::f32: return 24;
+    case dtype::f64: return 53;
+    case dtype::bf16: return 8;
+    case dtype::f16: return 11;
+  }
+  return 53;
+}
 
 }  // namespace
 
@@ -63,7 +72,7 @@ int exact_grid_of(const problem& p) {
 }
 
 std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t) {
-  return exact_problem_at(s, rows, digits_of(t), 0);
+  return exact_problem_at(s, rows, digits_of(t), t == dtype::f16 ? 1 : 0);
 }
 
 template <class T>
@@ -142,22 +151,103 @@ int branch(activation a, double h, double delta) {
   return h > 0 ? 1 : std::isnan(h) ? 1 : 0;
 }
 
+// The smallest f32 value ≥ v and the largest ≤ v (v in double).
+float f32_up(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) < v) f = std::nextafter(f, INFINITY);
+  return f;
+}
+float f32_down(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) > v) f = std::nextafter(f, -INFINITY);
+  return f;
+}
+
+// Rounds v (f32) to S in place and returns the bound on |round(par) − round(v)| for any f32 par
+// with |par − v| ≤ d: round is monotone, so round(par) lies in [round(lo), round(hi)] for the f32
+// values lo, hi bracketing v ± d (each end moved out by one double ulp for its own rounding).
+// Example (bf16): v = 1.00390625 (halfway, rounds to 1), d = 2⁻²⁰: lo and hi round to 1 and
+// 1.0078125, so the bound is 2⁻⁷; at v = 1.001 it is 0.
+template <class S>
+double round_tracked(float& v, double d) {
+  const float r = static_cast<float>(static_cast<S>(v));
+  if (!std::isfinite(v)) {  // NaN and ±Inf round to themselves
+    v = r;
+    return d;
+  }
+  if (!(d < INFINITY) || !std::isfinite(r)) {
+    v = r;
+    return INFINITY;
+  }
+  const float lo = f32_up(std::nextafter(static_cast<double>(v) - d, -INFINITY));
+  const float hi = f32_down(std::nextafter(static_cast<double>(v) + d, INFINITY));
+  const double r_lo = static_cast<float>(static_cast<S>(lo));
+  const double r_hi = static_cast<float>(static_cast<S>(hi));
+  v = r;
+  return std::max(r_hi - static_cast<double>(r), static_cast<double>(r) - r_lo);
+}
+
+// A hidden tensor of a 16-bit stack stored in its dtype: values rounded in place, their tracked
+// bound carried through the rounding (round_tracked, from the finished bound `d`), and each
+// computation's magnitude widened for it: |round(v)| ≤ (1 + u)|v| + η, η half the least
+// subnormal (bf16 2⁻¹³⁴, f16 2⁻²⁵).
+template <class T>
+void store_hidden(const stack_storage& st, std::vector<T>& v, const std::vector<double>& d,
+                  tracked& trk) {
+  if constexpr (std::is_same_v<T, float>) {
+    const bool bf = st.storage == dtype::bf16;
+    const double u = unit_roundoff(st.storage), eta = std::ldexp(1.0, bf ? -134 : -25);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      trk.delta[i] = bf ? round_tracked<bfloat16_t>(v[i], d[i]) : round_tracked<half_t>(v[i], d[i]);
+      trk.mag[i] += eta;
+    }
+    trk.scale_par *= 1 + u;
+    trk.scale_ref *= 1 + u;
+  } else {
+    (void)st, (void)v, (void)d, (void)trk;
+  }
+}
+
+std::int64_t share(const std::vector<std::int64_t>& v, std::size_t i) {
+  return i < v.size() ? v[i] : 0;
+}
+
 }  // namespace
 
 template <class T>
 stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const T* x,
                                   std::span<const T* const> ws, const T* dy,
-                                  const stack_chains& par, dtype t, double lambda) {
+                                  const stack_chains& par, dtype t, double lambda,
+                                  const stack_storage* storage) {
   const std::size_t L = s.layers();
   const stack_chains ref = reference_chains(s, static_cast<std::int64_t>(rows));
+  if (storage != nullptr && !std::is_same_v<T, float>)
+    throw invalid_problem("stack_expect: a 16-bit stack is computed in float");
+  // The parallel computation's factor for a chain of k additions, k_red of them across ranks.
+  const auto par_gamma = [&](std::int64_t k, std::int64_t k_red) {
+    if (storage == nullptr) return tier_gamma(k, t, lambda);
+    const std::int64_t kr = std::clamp<std::int64_t>(k_red, 0, k);
+    return lambda > 0
+               ? policy_factor_statistical(k - kr, kr, storage->storage, storage->policy, lambda)
+               : policy_factor(k - kr, kr, storage->storage, storage->policy);
+  };
   // Every double product and update below rounds; together they stay within γ_kmag (double) of
   // the exact nonnegative values, so each bound is divided by (1 − γ_kmag).
   std::int64_t kmag = 8 * static_cast<std::int64_t>(L);
   for (std::size_t l = 1; l <= L; ++l)
     kmag += s.widths[l - 1] + s.widths[l] + static_cast<std::int64_t>(rows);
   const double inflate = 1.0 / (1.0 - gamma(kmag, dtype::f64));
+  // A 16-bit stack's bound can pass the storage range (its magnitudes grow layer by layer): a
+  // hidden element's bound is then infinite (round(ref + d) is inf), and an infinite bound times
+  // a zero weight is NaN, which stands for "no bound" too: infinite.
+  const auto no_bound_is_infinite = [&](std::vector<double>& d) {
+    if (storage == nullptr) return;
+    for (double& v : d)
+      if (std::isnan(v)) v = INFINITY;
+  };
   auto finish = [&](std::vector<double> d) {
     for (double& v : d) v *= inflate;
+    no_bound_is_infinite(d);
     return d;
   };
   std::vector<std::vector<double>> abs_w;
@@ -175,10 +265,11 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
     std::vector<T> h(rows * dl);
     linear_forward<T>(s.layout, rows, dl, dp, a_val.back().data(), ws[l - 1], h.data());
     tracked out =
-        through_weight(in, rows * dl, tier_gamma(par.h[l - 1], t, lambda),
+        through_weight(in, rows * dl, par_gamma(par.h[l - 1], share(par.h_red, l - 1)),
                        tier_gamma(ref.h[l - 1], t, lambda), [&](const double* a, double* z) {
                          linear_forward<double>(s.layout, rows, dl, dp, a, abs_w[l - 1].data(), z);
                        });
+    no_bound_is_infinite(out.delta);
     if (l == L) {
       e.y = std::move(h);
       e.y_bound = finish(std::move(out.delta));
@@ -188,6 +279,10 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
     // f is 1-Lipschitz with |f(h)| ≤ |h|: delta and mag carry over, except where both
     // computations certainly give 0.
     std::vector<double> hd = finish(out.delta);
+    if (storage != nullptr) {  // H_l stored in the 16-bit dtype, then A_l = f(H_l)
+      store_hidden(*storage, h, hd, out);
+      hd = out.delta;
+    }
     for (std::size_t i = 0; i < h.size(); ++i)
       if (branch(s.act, static_cast<double>(h[i]), hd[i]) == 0) out.delta[i] = out.mag[i] = 0;
     h_val.push_back(h);
@@ -216,7 +311,7 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
     linear_backward_dw<double>(s.layout, rows, dl, dp, gt.mag.data(), at.mag.data(), mm.data());
     linear_backward_dw<double>(s.layout, rows, dl, dp, gt.delta.data(), at.mag.data(), dm.data());
     linear_backward_dw<double>(s.layout, rows, dl, dp, gt.mag.data(), at.delta.data(), md.data());
-    const double wp = tier_gamma(par.dw[l - 1], t, lambda),
+    const double wp = par_gamma(par.dw[l - 1], share(par.dw_red, l - 1)),
                  wr = tier_gamma(ref.dw[l - 1], t, lambda);
     std::vector<double> b = axpy(at.scale_par, dm, std::vector<double>(wn, 0.0));
     b = axpy(gt.scale_ref, md, std::move(b));
@@ -228,8 +323,8 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
     std::vector<T> da(rows * dp);
     linear_backward_dx<T>(s.layout, rows, dl, dp, g.data(), ws[l - 1], da.data());
     tracked dt = through_weight(
-        gt, da.size(), tier_gamma(par.da[l - 1], t, lambda), tier_gamma(ref.da[l - 1], t, lambda),
-        [&](const double* a, double* z) {
+        gt, da.size(), par_gamma(par.da[l - 1], share(par.da_red, l - 1)),
+        tier_gamma(ref.da[l - 1], t, lambda), [&](const double* a, double* z) {
           linear_backward_dx<double>(s.layout, rows, dl, dp, a, abs_w[l - 1].data(), z);
         });
     if (l == 1) {
@@ -238,6 +333,7 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
       e.dx_mag = std::move(dt.mag);
       break;
     }
+    if (storage != nullptr) store_hidden(*storage, da, finish(dt.delta), dt);  // dA_{l−1} stored
     // Through f'(H_{l−1}): where the branch is uncertain one computation may pass dA and the
     // other 0, so they differ by up to the larger |dA_c|.
     const std::vector<T>& h = h_val[l - 2];
@@ -260,9 +356,9 @@ stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const 
   template void activate_backward<T>(activation, std::span<const T>, std::span<T>);            \
   template void stack_forward<T>(const stack_shape&, std::size_t, const T*,                    \
                                  std::span<const T* const>, T*, std::vector<std::vector<T>>*); \
-  template stack_expectation<T> stack_expect<T>(const stack_shape&, std::size_t, const T*,     \
-                                                std::span<const T* const>, const T*,           \
-                                                const stack_chains&, dtype, double);
+  template stack_expectation<T> stack_expect<T>(                                               \
+      const stack_shape&, std::size_t, const T*, std::span<const T* const>, const T*,          \
+      const stack_chains&, dtype, double, const stack_storage*);
 SHARDCHECK_STACK_INSTANTIATE(float)
 SHARDCHECK_STACK_INSTANTIATE(double)
 #undef SHARDCHECK_STACK_INSTANTIATE

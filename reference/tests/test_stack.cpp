@@ -7,6 +7,7 @@
 #include "naive.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/mixed.hpp"
 #include "shardcheck/reference/stack.hpp"
 
 namespace shardcheck::ref {
@@ -43,6 +44,8 @@ stack_data<T> make(const stack_shape& s, std::size_t rows, value_mode mode, std:
 
 // A second computation of the stack: naive loops summing in reverse order, so its chains are
 // the reference's but its roundings differ. `act` may differ from s.act (a broken computation).
+// `store`, if given, rounds each hidden tensor as it is formed (H_l for l < L, dA_l for l ≥ 1),
+// as a 16-bit kernel stores them.
 template <class T>
 struct naive_result {
   std::vector<T> y, dx;
@@ -50,7 +53,7 @@ struct naive_result {
 };
 template <class T>
 naive_result<T> naive_stack(const stack_shape& s, std::size_t rows, const stack_data<T>& d,
-                            activation act) {
+                            activation act, void (*store)(std::vector<T>&) = nullptr) {
   const std::size_t L = s.layers();
   auto w_at = [&](std::size_t l, std::size_t o, std::size_t i) -> std::size_t {
     return s.layout == weight_layout::out_in ? o * s.width(l - 1) + i : i * s.width(l) + o;
@@ -65,6 +68,7 @@ naive_result<T> naive_stack(const stack_shape& s, std::size_t rows, const stack_
         for (std::size_t i = dp; i-- > 0;) acc += a.back()[r * dp + i] * d.w[l - 1][w_at(l, o, i)];
         out[r * dl + o] = acc;
       }
+    if (l < L && store != nullptr) store(out);
     h.push_back(out);
     if (l < L) activate<T>(act, std::span<T>(out));
     a.push_back(out);
@@ -93,6 +97,7 @@ naive_result<T> naive_stack(const stack_shape& s, std::size_t rows, const stack_
       res.dx = da;
       break;
     }
+    if (store != nullptr) store(da);
     activate_backward<T>(act, std::span<const T>(h[l - 2]), std::span<T>(da));
     g = da;
   }
@@ -281,6 +286,113 @@ TEST(stack, an_infinite_pre_activation_takes_a_certain_branch) {
       stack_expect<double>(s, 1, x.data(), ws, dy.data(), reference_chains(s, 1), dtype::f64);
   EXPECT_EQ(e.dw[1][0], 0.0);
   EXPECT_EQ(e.dw_bound[1][0], 0.0);
+}
+
+// --- 16-bit stacks (stack_storage): hidden tensors stored in bf16 / f16 ----------------------
+
+template <class S>
+void store_in(std::vector<float>& v) {
+  for (float& x : v) x = static_cast<float>(static_cast<S>(x));
+}
+
+// Data of a 16-bit case, held in float: each value rounded to S (its products are exact in f32).
+template <class S>
+stack_data<float> make16(const stack_shape& s, std::size_t rows, value_mode mode,
+                         std::uint64_t seed) {
+  stack_data<float> d = make<float>(s, rows, mode, seed);
+  store_in<S>(d.x);
+  store_in<S>(d.dy);
+  for (auto& w : d.w) store_in<S>(w);
+  return d;
+}
+
+// Elements of a 16-bit computation's f32 values (before their last rounding) outside the
+// bounds of stack_expect, with the hidden tensors stored in S (`stored`) or not.
+template <class S>
+int violations16(const stack_shape& s, std::size_t rows, const stack_data<float>& d,
+                 const naive_result<float>& got, bool stored) {
+  const stack_storage st{dtype_of<S>(), {}};
+  const auto e = stack_expect<float>(s, rows, d.x.data(), d.ws, d.dy.data(),
+                                     reference_chains(s, static_cast<std::int64_t>(rows)),
+                                     dtype::f32, 0, stored ? &st : nullptr);
+  int bad = first_outside(got.y, e.y, e.y_bound) >= 0;
+  bad += first_outside(got.dx, e.dx, e.dx_bound) >= 0;
+  for (std::size_t l = 0; l < s.layers(); ++l)
+    bad += first_outside(got.dw[l], e.dw[l], e.dw_bound[l]) >= 0;
+  return bad;
+}
+
+template <class S>
+void a_stored_computation_stays_within(std::initializer_list<value_mode> modes) {
+  for (const auto& wd : widths)
+    for (activation act : {activation::identity, activation::relu})
+      for (weight_layout layout : test::layouts)
+        for (value_mode mode : modes)
+          for (std::uint64_t seed : {1u, 2u, 3u}) {
+            const stack_shape s{layout, wd, act};
+            const auto d = make16<S>(s, 11, mode, seed);
+            EXPECT_EQ(violations16<S>(s, 11, d, naive_stack(s, 11, d, act, store_in<S>), true), 0)
+                << "layers " << s.layers() << " act " << to_string(act) << " mode "
+                << to_string(mode) << " seed " << seed;
+          }
+}
+
+TEST(stack16, a_computation_storing_its_hidden_tensors_stays_within_the_bound) {
+  a_stored_computation_stays_within<bfloat16_t>(
+      {value_mode::uniform, value_mode::wide, value_mode::cancel});
+  a_stored_computation_stays_within<half_t>({value_mode::uniform});
+}
+
+// The negative: judged by the f32 stack's bound (hidden tensors not stored), the same
+// computation is outside it, so the reference must store what the kernel stores.
+TEST(stack16, the_f32_bound_misses_the_stored_hidden_tensors) {
+  int bad = 0;
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    const stack_shape s{weight_layout::out_in, {31, 29, 37}, activation::relu};
+    const auto d = make16<bfloat16_t>(s, 11, value_mode::uniform, seed);
+    bad += violations16<bfloat16_t>(
+        s, 11, d, naive_stack(s, 11, d, activation::relu, store_in<bfloat16_t>), false);
+  }
+  EXPECT_GT(bad, 0);
+}
+
+// A hidden element's bound after its rounding: 0 where both values round alike, the gap to the
+// next bf16 value where the reference sits on a tie. 1 row, K = 2, H = 1, N = 1, W_2 = 1:
+// H = 1 + 0.25 rounds to 1.25 however the sum went (Y's bound a few f32 units); H = 1 + 2⁻⁸
+// is a tie, rounded to 1 by the reference and maybe to 1.0078125 by another order: 2⁻⁷.
+TEST(stack16, a_stored_elements_bound_is_what_rounding_can_make_of_it) {
+  const stack_shape s{weight_layout::out_in, {2, 1, 1}, activation::identity};
+  const stack_storage st{dtype::bf16, {}};
+  const std::vector<float> w1{1.0f, 1.0f}, w2{1.0f}, dy{1.0f};
+  const std::vector<const float*> ws{w1.data(), w2.data()};
+  const auto y_bound = [&](float x1) {
+    const std::vector<float> x{1.0f, x1};
+    return stack_expect<float>(s, 1, x.data(), ws, dy.data(), reference_chains(s, 1), dtype::f32, 0,
+                               &st)
+        .y_bound[0];
+  };
+  EXPECT_LT(y_bound(0.25f), 1e-6);
+  EXPECT_GE(y_bound(0x1p-8f), 0x1p-7);
+  EXPECT_LT(y_bound(0x1p-8f), 0x1p-7 + 1e-6);
+}
+
+// Exact mode in bf16 (values −1, 0, 1) and f16 (multiples of 1/2): every partial sum of H_2 of
+// 16 → 16 → 8 fits (16·16 = 2⁸ in bf16, ·2³ of grid = 2¹¹ in f16); at K = 32 neither does.
+TEST(stack16, exact_mode_in_16_bits_takes_its_own_grid) {
+  const stack_shape fits{weight_layout::out_in, {16, 16, 8}, activation::relu};
+  const stack_shape rounds{weight_layout::out_in, {32, 16, 8}, activation::relu};
+  EXPECT_EQ(exact_stack_problem(fits, 8, dtype::bf16), "");
+  EXPECT_EQ(exact_stack_problem(fits, 8, dtype::f16), "");
+  EXPECT_NE(exact_stack_problem(rounds, 8, dtype::bf16), "");
+  EXPECT_NE(exact_stack_problem(rounds, 8, dtype::f16), "");
+  // One layer: the single-layer limits (exact_limit), K = 256 in bf16 and 512 in f16.
+  const auto one = [](std::int64_t k) {
+    return stack_shape{weight_layout::out_in, {k, 1}, activation::identity};
+  };
+  EXPECT_EQ(exact_stack_problem(one(256), 1, dtype::bf16), "");
+  EXPECT_NE(exact_stack_problem(one(257), 1, dtype::bf16), "");
+  EXPECT_EQ(exact_stack_problem(one(512), 1, dtype::f16), "");
+  EXPECT_NE(exact_stack_problem(one(513), 1, dtype::f16), "");
 }
 
 }  // namespace

@@ -10,6 +10,8 @@ layer_pair::layer_pair(std::string name, std::string summary, par::placement out
   info_.summary = std::move(summary);
   info_.min_layers = 2;
   info_.max_layers = 2;
+  info_.dtypes.insert(info_.dtypes.end(), {dtype::bf16, dtype::f16});
+  info_.policies = mixed::reducing_policies();
 }
 
 layout layer_pair::placement(tensor_slot t, const run_case& c) const {
@@ -28,11 +30,25 @@ std::int64_t layer_pair::hidden_bytes(const run_case& c, int r, std::int64_t row
   return rows * c.part("H").size(r) * static_cast<std::int64_t>(size_of(c.prob.type));
 }
 
+std::int64_t layer_pair::scratch16_forward(const run_case& c, int r, std::int64_t rows) {
+  if (!is_storage16(c.prob.type)) return 0;
+  const std::int64_t h = c.part("H").size(r);
+  return (rows * c.prob.K + h * c.prob.K + rows * h + c.prob.N * h) * 4;
+}
+
+std::int64_t layer_pair::scratch16_backward(const run_case& c, int r, std::int64_t rows) {
+  if (!is_storage16(c.prob.type)) return 0;
+  const std::int64_t h = c.part("H").size(r);
+  return (rows * c.prob.K + rows * c.prob.N + 2 * rows * h + 2 * (h * c.prob.K + c.prob.N * h)) * 4;
+}
+
 std::vector<chain_lengths> layer_pair::chains(const run_case& c, collective forward,
                                               collective backward) {
   const std::int64_t m = c.prob.M, n = c.prob.N, k = c.prob.K, h = c.part("H").max_size();
-  return {{k, h + reduction_depth(c.backend, backward, c.p, m * k), m},
-          {h + reduction_depth(c.backend, forward, c.p, m * n), n, m}};
+  const std::int64_t fwd = reduction_depth(c.backend, forward, c.p, m * n);
+  const std::int64_t bwd = reduction_depth(c.backend, backward, c.p, m * k);
+  // dX's and Y's chains end in the reduction; H_1, dA_1 and both dW are local.
+  return {{k, h + bwd, m, {.dx = bwd}}, {h + fwd, n, m, {.y = fwd}}};
 }
 
 }  // namespace shardcheck::par

@@ -127,22 +127,28 @@ class partial {
 };
 
 // Reduce-scatters `in` (a partial in wide_t<T>, Σcounts elements) into out (T) as c's policy
-// says. \note collective over world.
+// says: rounded to T first and summed in T (reduce=storage, a T copy of `in`), or summed in f32
+// into an f32 copy of out, then rounded. \note collective over world.
 template <class T>
 void reduce_scatter(comm& world, const run_case& c, std::span<const wide_t<T>> in, std::span<T> out,
-                    const partition& parts, std::int64_t scale) {
+                    std::span<const std::int64_t> counts) {
   if constexpr (!is_16bit_v<T>) {
-    world.reduce_scatter_sum<T>(in, out, parts, scale);
+    world.reduce_scatter_sum<T>(in, out, counts);
   } else if (reduce_in_storage(c)) {
     mem::tracked_vector<T> rounded(in.size());
     ref::narrow<T>(in.data(), in.size(), rounded.data());
-    world.reduce_scatter_sum<T>(std::span<const T>(rounded.data(), rounded.size()), out, parts,
-                                scale);
+    world.reduce_scatter_sum<T>(std::span<const T>(rounded.data(), rounded.size()), out, counts);
   } else {
     mem::tracked_vector<float> sum(out.size());
-    world.reduce_scatter_sum<float>(in, std::span<float>(sum.data(), sum.size()), parts, scale);
+    world.reduce_scatter_sum<float>(in, std::span<float>(sum.data(), sum.size()), counts);
     ref::narrow<T>(sum.data(), sum.size(), out.data());
   }
+}
+// The same with counts parts.size(r)·scale.
+template <class T>
+void reduce_scatter(comm& world, const run_case& c, std::span<const wide_t<T>> in, std::span<T> out,
+                    const partition& parts, std::int64_t scale) {
+  reduce_scatter<T>(world, c, in, out, world.scaled_counts(parts, scale));
 }
 
 }  // namespace shardcheck::par::mixed

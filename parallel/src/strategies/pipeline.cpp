@@ -1,10 +1,12 @@
 #include "strategies/pipeline.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "shardcheck/reference/gemm.hpp"
 #include "shardcheck/reference/stack.hpp"
+#include "strategies/mixed_ops.hpp"
 
 namespace shardcheck::par {
 
@@ -132,6 +134,10 @@ std::int64_t tp_depth(const run_case& c, int tp, std::int64_t count) {
   return tp > 1 ? reduction_depth(c.backend, collective::all_reduce, tp, count) : 0;
 }
 
+// Room for one span per layer of a stage (a stack has at most pipeline's max_layers).
+template <class T>
+using max_stage_spans = std::array<std::span<wide_t<T>>, 8>;
+
 // Runs one rank's schedule.
 template <class T>
 class stage_runner {
@@ -182,10 +188,15 @@ class stage_runner {
     for (std::size_t l = pl_.l0; l < pl_.l1; ++l) {
       const matrix<T>& w = ws_[l];
       matrix<T> h(r, static_cast<std::size_t>(pl_.out_w(l)));
-      ref::linear_forward<T>(c_.prob.layout, r, h.cols, a.back().cols, a.back().data.data(),
-                             w.data.data(), h.data.data());
-      if (pl_.row_layer(l)) grid_.axis(tp_axis).all_reduce_sum<T>(h.span());
-      if (l + 1 < pl_.layers) ref::activate<T>(c_.prob.act, h.span());
+      {
+        // A 16-bit layer sums (and all-reduces over tp) in f32, then stores its output in T.
+        mixed::partial<T> hp(h);
+        mixed::forward<T>(c_.prob.layout, r, h.cols, a.back().cols, a.back().data.data(),
+                          w.data.data(), hp.data());
+        if (pl_.row_layer(l)) grid_.axis(tp_axis).all_reduce_sum<wide_t<T>>(hp.span());
+        if (l + 1 < pl_.layers) ref::activate<wide_t<T>>(c_.prob.act, hp.span());
+        hp.round();
+      }
       a.push_back(std::move(h));
     }
     return a;
@@ -221,19 +232,72 @@ class stage_runner {
     for (std::size_t l = pl_.l1; l-- > pl_.l0;) {
       const matrix<T>& w = ws_[l];
       const std::size_t in = static_cast<std::size_t>(pl_.in_w(l));
-      if (l + 1 < pl_.layers)
-        ref::activate_backward<T>(c_.prob.act, a[l + 1 - pl_.l0].span(), g.span());
-      matrix<T>& dw = dws[l];
-      ref::linear_backward_dw<T>(c_.prob.layout, r, g.cols, in, g.data.data(),
-                                 a[l - pl_.l0].data.data(), dw.data.data(), true);
       matrix<T> gin(r, in);
-      ref::linear_backward_dx<T>(c_.prob.layout, r, g.cols, in, g.data.data(), w.data.data(),
-                                 gin.data.data());
-      if (pl_.column_layer(l)) grid_.axis(tp_axis).all_reduce_sum<T>(gin.span());
+      if constexpr (is_16bit_v<T>) {
+        // f32 copies of the stored tensors; dW accumulates in f32 (dw32_), dA is stored in T.
+        auto g32 = mixed::widen(g.data.data(), g.data.size());
+        if (l + 1 < pl_.layers) {
+          const matrix<T>& out = a[l + 1 - pl_.l0];
+          const auto a32 = mixed::widen(out.data.data(), out.data.size());
+          ref::activate_backward<float>(c_.prob.act, std::span<const float>(a32.data(), a32.size()),
+                                        std::span<float>(g32.data(), g32.size()));
+        }
+        {
+          const matrix<T>& inp = a[l - pl_.l0];
+          const auto in32 = mixed::widen(inp.data.data(), inp.data.size());
+          ref::linear_backward_dw<float>(c_.prob.layout, r, g.cols, in, g32.data(), in32.data(),
+                                         dw32_[l - pl_.l0].data(), true);
+        }
+        mixed::partial<T> gp(gin);
+        const auto w32 = mixed::widen(w.data.data(), w.data.size());
+        ref::linear_backward_dx<float>(c_.prob.layout, r, g.cols, in, g32.data(), w32.data(),
+                                       gp.data());
+        if (pl_.column_layer(l)) grid_.axis(tp_axis).all_reduce_sum<float>(gp.span());
+        gp.round();
+      } else {
+        if (l + 1 < pl_.layers)
+          ref::activate_backward<T>(c_.prob.act, a[l + 1 - pl_.l0].span(), g.span());
+        matrix<T>& dw = dws[l];
+        ref::linear_backward_dw<T>(c_.prob.layout, r, g.cols, in, g.data.data(),
+                                   a[l - pl_.l0].data.data(), dw.data.data(), true);
+        ref::linear_backward_dx<T>(c_.prob.layout, r, g.cols, in, g.data.data(), w.data.data(),
+                                   gin.data.data());
+        if (pl_.column_layer(l)) grid_.axis(tp_axis).all_reduce_sum<T>(gin.span());
+      }
       g = std::move(gin);
       if (release) a.resize(l - pl_.l0 + 1);  // A_{l+1} is no longer needed
     }
     return g;
+  }
+
+  // A 16-bit step's dW accumulators (f32, zeroed), one per layer of this stage; its dW
+  // afterwards: dws rounded from them (after the dp all-reduce, in f32).
+  void start_dw16(gradients<T> dws) {
+    if constexpr (is_16bit_v<T>) {
+      for (std::size_t l = pl_.l0; l < pl_.l1; ++l) dw32_.emplace_back(dws[l].data.size(), 0.0f);
+    } else {
+      (void)dws;
+    }
+  }
+  // The dW sums to all-reduce, one span per layer of this stage (in `out`, no allocation).
+  [[nodiscard]] std::span<const std::span<wide_t<T>>> dw_sums(gradients<T> dws,
+                                                              max_stage_spans<T>& out) {
+    std::size_t n = 0;
+    for (std::size_t l = pl_.l0; l < pl_.l1; ++l) {
+      if constexpr (is_16bit_v<T>)
+        out.at(n++) = std::span<float>(dw32_[l - pl_.l0].data(), dw32_[l - pl_.l0].size());
+      else
+        out.at(n++) = dws[l].span();
+    }
+    return {out.data(), n};
+  }
+  void finish_dw16(gradients<T> dws) {
+    if constexpr (is_16bit_v<T>) {
+      for (std::size_t l = pl_.l0; l < pl_.l1; ++l)
+        ref::narrow<T>(dw32_[l - pl_.l0].data(), dw32_[l - pl_.l0].size(), dws[l].data.data());
+    } else {
+      (void)dws;
+    }
   }
 
   void send_backward(std::int64_t i, matrix<T> g) {
@@ -290,17 +354,18 @@ class stage_runner {
   MPI_Request fwd_req_ = MPI_REQUEST_NULL, bwd_req_ = MPI_REQUEST_NULL;
   std::int64_t fwd_mb_ = -1;
   matrix<T> fwd_owned_, bwd_owned_;
-  std::vector<std::vector<matrix<T>>> held_;  // per micro-batch (the training step)
+  std::vector<std::vector<matrix<T>>> held_;      // per micro-batch (the training step)
+  std::vector<mem::tracked_vector<float>> dw32_;  // a 16-bit step's dW sums, per layer
   std::string error_;
 };
 
 // dW of every layer of this rank in one buffer, all-reduced over `over` (one collective): the
 // dp axis, or another comm of the mesh, with every rank's buffer padded to the largest on it.
 template <class T>
-void all_reduce_dw(context& ctx, const run_case& c, const plan& pl, gradients<T> dws, comm& over) {
+void all_reduce_dw(context& ctx, const run_case& c, const plan& pl,
+                   std::span<const std::span<T>> dws, comm& over) {
   std::int64_t total = 0;
-  for (std::size_t l = pl.l0; l < pl.l1; ++l)
-    total += static_cast<std::int64_t>(dws[l].data.size());
+  for (const std::span<T>& dw : dws) total += static_cast<std::int64_t>(dw.size());
   if (&over != &ctx.grid.axis(dp_axis)) {
     for (int q = 0; q < c.p; ++q) {
       const plan other = make_plan(c, coords_of(q, ctx.grid.dims()), ctx.grid.dims(), pl.m);
@@ -311,14 +376,10 @@ void all_reduce_dw(context& ctx, const run_case& c, const plan& pl, gradients<T>
   }
   mem::tracked_vector<T> flat(static_cast<std::size_t>(total));
   T* at = flat.data();
-  for (std::size_t l = pl.l0; l < pl.l1; ++l) {
-    const auto& dw = dws[l].data;
-    at = std::copy(dw.begin(), dw.end(), at);
-  }
+  for (const std::span<T>& dw : dws) at = std::copy(dw.begin(), dw.end(), at);
   over.all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
   const T* from = flat.data();
-  for (std::size_t l = pl.l0; l < pl.l1; ++l) {
-    auto& dw = dws[l].data;
+  for (const std::span<T>& dw : dws) {
     std::copy(from, from + dw.size(), dw.begin());
     from += dw.size();
   }
@@ -347,6 +408,9 @@ pipeline::pipeline(pipeline_schedule sched, bool hybrid) : schedule_(sched), hyb
   }
   info_.params.push_back({"m", 1, 16, 4, "micro-batches per step (each dp rank's rows, balanced)"});
   info_.max_layers = 6;
+  // bf16 / f16 with f32 sums and f32 reductions only; the boundaries travel in the storage dtype.
+  info_.dtypes.insert(info_.dtypes.end(), {dtype::bf16, dtype::f16});
+  info_.policies = {f32_policy};
   // The pipeline alone sends point-to-point only; the hybrid mesh all-reduces over tp and dp.
   info_.uses_collectives = hybrid;
 }
@@ -389,6 +453,8 @@ layout pipeline::placement(tensor_slot t, const run_case& c) const {
 claims pipeline::cost(const run_case& c, std::span<const int> coords) const {
   const plan pl = make_plan(c, coords, mesh_dims(c), c.param("m"));
   const auto es = static_cast<std::int64_t>(pl.es);
+  // The tp and dp all-reduces carry f32 partials in a bf16 / f16 case (acc=f32 reduce=f32).
+  const std::size_t er = mixed::reduce_bytes(c);
   claims e;
   auto& log = e.collectives.emplace();
   auto& peak = e.peak.emplace();
@@ -406,7 +472,7 @@ claims pipeline::cost(const run_case& c, std::span<const int> coords) const {
         for (std::size_t l = pl.l0; l < pl.l1; ++l)
           if (pl.row_layer(l))
             out.push_back(
-                on(all_reduce_entry(c.backend, r * pl.full[l + 1], pl.t, pl.tp, pl.es), tp_axis));
+                on(all_reduce_entry(c.backend, r * pl.full[l + 1], pl.t, pl.tp, er), tp_axis));
         if (pl.s + 1 < pl.pp)
           out.push_back(on(send_entry(r * pl.width[pl.l1], pl.s + 1, pl.es), pp_axis));
       } else {
@@ -415,7 +481,7 @@ claims pipeline::cost(const run_case& c, std::span<const int> coords) const {
         for (std::size_t l = pl.l1; l-- > pl.l0;)
           if (pl.column_layer(l))
             out.push_back(
-                on(all_reduce_entry(c.backend, r * pl.full[l], pl.t, pl.tp, pl.es), tp_axis));
+                on(all_reduce_entry(c.backend, r * pl.full[l], pl.t, pl.tp, er), tp_axis));
         if (pl.s > 0) out.push_back(on(send_entry(r * pl.width[pl.l0], pl.s - 1, pl.es), pp_axis));
       }
     }
@@ -425,7 +491,7 @@ claims pipeline::cost(const run_case& c, std::span<const int> coords) const {
   std::int64_t dw_elems = 0;  // this rank's dW, all its layers
   for (std::size_t l = pl.l0; l < pl.l1; ++l) dw_elems += pl.in_w(l) * pl.out_w(l);
   if (pl.dp > 1)
-    log.backward.push_back(on(all_reduce_entry(c.backend, dw_elems, pl.d, pl.dp, pl.es), dp_axis));
+    log.backward.push_back(on(all_reduce_entry(c.backend, dw_elems, pl.d, pl.dp, er), dp_axis));
 
   // Memory, in elements of the largest micro-batch (R rows), plus the bookkeeping: the plan's
   // and the schedule's vectors, and each micro-batch's vector of boundaries.
@@ -463,6 +529,22 @@ claims pipeline::cost(const run_case& c, std::span<const int> coords) const {
   const auto held_book = pl.m * static_cast<std::int64_t>(sizeof(std::vector<matrix<double>>));
   peak.backward = (held * R * kept + working + messages + outputs) * es + (held + 1) * book_mb +
                   held_book + book;
+  if (is_storage16(c.prob.type)) {
+    // f32 beside the 16-bit buffers: one layer's product at a time, its operands widened and its
+    // f32 output (forward: the input rows, W, H; backward: dA, the boundary masked by, the input
+    // rows, W, dA_in), and in backward the step's dW sums (their vector too) and the f32 buffer
+    // they are all-reduced in (dp > 1).
+    std::int64_t fwd16 = 0, bwd16 = 0;
+    for (std::size_t l = pl.l0; l < pl.l1; ++l) {
+      const std::int64_t in = pl.in_w(l), out = pl.out_w(l);
+      fwd16 = std::max(fwd16, R * in + in * out + R * out);
+      bwd16 = std::max(bwd16, 2 * R * out + 2 * R * in + in * out);
+    }
+    const auto sums_book =
+        static_cast<std::int64_t>((pl.l1 - pl.l0) * sizeof(mem::tracked_vector<float>));
+    peak.forward += fwd16 * 4;
+    peak.backward += (fwd16 + bwd16 + dw_elems * (pl.dp > 1 ? 2 : 1)) * 4 + sums_book;
+  }
 
   // Chains per layer, over the largest micro-batch anywhere (dp shares differ).
   const std::int64_t Rg = (pl.max_rows + pl.m - 1) / pl.m;  // its rows
@@ -472,17 +554,20 @@ claims pipeline::cost(const run_case& c, std::span<const int> coords) const {
     const auto tp_part = [&](std::size_t j) { return c.part(tp_key(c, j)).max_size(); };
     ch.y = row ? tp_part(l) + tp_depth(c, pl.tp, Rg * pl.full[l + 1]) : pl.full[l];
     ch.dx = column ? tp_part(l + 1) + tp_depth(c, pl.tp, Rg * pl.full[l]) : pl.full[l + 1];
+    ch.reduced.y = row ? tp_depth(c, pl.tp, Rg * pl.full[l + 1]) : 0;
+    ch.reduced.dx = column ? tp_depth(c, pl.tp, Rg * pl.full[l]) : 0;
     // dW_l sums this dp rank's rows into a zeroed dW, micro-batch by micro-batch: whatever the
     // order, a sum of rows + 1 terms chains at most rows of them; then the dp all-reduce.
-    ch.dw = pl.max_rows + 1 +
-            (pl.dp > 1 ? reduction_depth(c.backend, collective::all_reduce, pl.dp, dw_elems) : 0);
+    ch.reduced.dw =
+        pl.dp > 1 ? reduction_depth(c.backend, collective::all_reduce, pl.dp, dw_elems) : 0;
+    ch.dw = pl.max_rows + 1 + ch.reduced.dw;
     chains.push_back(ch);
   }
   return e;
 }
 
 void pipeline::forward(context& ctx, const run_case& c, const forward_io& io) const {
-  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
+  io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
     const plan pl = make_plan(c, ctx.grid.coords(), ctx.grid.dims(), c.param("m"));
     const bool last = pl.s + 1 == pl.pp;
     if (last)
@@ -503,14 +588,15 @@ void pipeline::forward(context& ctx, const run_case& c, const forward_io& io) co
 }
 
 void pipeline::backward(context& ctx, const run_case& c, const backward_io& io) const {
-  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
-                        gradients<T> dws) {
+  io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
+                              gradients<T> dws) {
     const plan pl = make_plan(c, ctx.grid.coords(), ctx.grid.dims(), c.param("m"));
     for (std::size_t l = pl.l0; l < pl.l1; ++l) dws[l] = matrix<T>(ws[l].rows, ws[l].cols);
     if (pl.s == 0)
       dx = matrix<T>(static_cast<std::size_t>(pl.rows), static_cast<std::size_t>(pl.width[0]));
     const bool release = free_activations_early();
     stage_runner<T> run(ctx, c, pl, ws, true);
+    run.start_dw16(dws);
     for (const op& o : schedule_of(schedule_, true, pl.pp, pl.s, pl.m)) {
       auto& slot = run.held(o.mb);
       if (o.forward) {
@@ -529,7 +615,11 @@ void pipeline::backward(context& ctx, const run_case& c, const backward_io& io) 
         stage_runner<T>::copy_into_rows(g, dx, pl.mb_off[static_cast<std::size_t>(o.mb)]);
     }
     run.finish();
-    if (pl.dp > 1) all_reduce_dw<T>(ctx, c, pl, dws, dw_comm(ctx.grid));
+    if (pl.dp > 1) {
+      max_stage_spans<T> room;
+      all_reduce_dw<wide_t<T>>(ctx, c, pl, run.dw_sums(dws, room), dw_comm(ctx.grid));
+    }
+    run.finish_dw16(dws);
     run.report();
   });
 }

@@ -35,6 +35,11 @@
 // layer) runs F0 F1 B0 F2 B1 B2, holding two; stage 3 (no layer, the last) runs
 // F0 B0 F1 B1 F2 B2, receiving Y's rows and sending dY's back, holding one.
 //
+// bf16 / f16 (acc=f32 reduce=f32 only): each layer sums in f32 (the tp all-reduces too), then
+// stores its output in the storage dtype, so the boundaries are kept and sent in it; dW is summed
+// over the micro-batches in f32, all-reduced over dp in f32 and rounded once (reference/stack.hpp
+// stack_storage computes the same stack).
+//
 // Protected hooks (the defaults are the algorithm above), for a subclass:
 //   free_activations_early()  backward frees each boundary once read (true; false: GPipe's memory)
 //   dw_comm(grid)             the comm dW is all-reduced over (the dp axis; cost() keeps it)

@@ -1,9 +1,11 @@
 #include "strategies/sharded_weights.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "shardcheck/reference/gemm.hpp"
+#include "strategies/mixed_ops.hpp"
 
 namespace shardcheck::par {
 
@@ -35,6 +37,8 @@ sharded_weights::sharded_weights() {
       {"bucket", 1, whole, whole,
        "bytes per W bucket (at least one row); ≥ W's size: all of W at once (baseline)", true},
       {"overlap", 0, 1, 1, "1: gather bucket i+1 while multiplying bucket i; 0: one at a time"}};
+  info_.dtypes.insert(info_.dtypes.end(), {dtype::bf16, dtype::f16});
+  info_.policies = mixed::reducing_policies();
 }
 
 layout sharded_weights::placement(tensor_slot, const run_case&) const { return {placement::S(0)}; }
@@ -43,7 +47,7 @@ claims sharded_weights::cost(const run_case& c, std::span<const int> coords) con
   const int r = coords[0];
   const bucket_plan plan = plan_buckets(c);
   const partition& wrows = c.part(weight_row_key(c));
-  const std::size_t es = size_of(c.prob.type);
+  const std::size_t es = size_of(c.prob.type), er = mixed::reduce_bytes(c);
   const auto s = static_cast<std::int64_t>(es);
   const bool overlap = c.param("overlap") != 0;
   const std::int64_t mine = c.part("M").size(r);
@@ -64,7 +68,7 @@ claims sharded_weights::cost(const run_case& c, std::span<const int> coords) con
     if (i == 0 || !overlap) log.backward.push_back(all_gather_entry(c.backend, window(i), r, es));
     if (overlap && i + 1 < plan.count)
       log.backward.push_back(all_gather_entry(c.backend, window(i + 1), r, es));
-    log.backward.push_back(reduce_scatter_entry(c.backend, window(i), r, es));
+    log.backward.push_back(reduce_scatter_entry(c.backend, window(i), r, er));
   }
   // The buffers alive at once: bucket i's with bucket i+1's (overlap=1), or bucket i's alone.
   // With buffer_rows' default that is min(2b, R) rows (overlap=1), or b.
@@ -78,9 +82,19 @@ claims sharded_weights::cost(const run_case& c, std::span<const int> coords) con
   auto& peak = out.peak.emplace();
   peak.forward = mine * c.prob.N * s + buffers;
   peak.backward = mine * c.prob.K * s + wrows.size(r) * plan.cols * s + buffers;
-  out.chains = {
-      {c.prob.K, c.prob.N,
-       c.part("M").max_size() + reduction_depth(c.backend, collective::reduce_scatter, c.p, 0)}};
+  if (is_storage16(c.prob.type)) {
+    // Beside the 16-bit buffers, f32: the Y (dX) accumulator and X (X, dY) widened, one bucket
+    // widened; in backward also the bucket's dW partial, and either its copy rounded to the
+    // storage dtype (reduce=storage) or the f32 sums of this rank's whole dW shard (reduce=f32:
+    // one buffer for every bucket, so that a smaller bucket never needs more).
+    const std::int64_t bucket32 = plan.per_bucket * plan.cols * 4;
+    const std::int64_t sums = mixed::reduce_in_storage(c) ? plan.per_bucket * plan.cols * s
+                                                          : wrows.size(r) * plan.cols * 4;
+    peak.forward += (mine * c.prob.N + mine * c.prob.K) * 4 + bucket32;
+    peak.backward += (2 * mine * c.prob.K + mine * c.prob.N) * 4 + 2 * bucket32 + sums;
+  }
+  const std::int64_t depth = reduction_depth(c.backend, collective::reduce_scatter, c.p, 0);
+  out.chains = {{c.prob.K, c.prob.N, c.part("M").max_size() + depth, {.dw = depth}}};
   return out;
 }
 
@@ -178,8 +192,23 @@ void gemm_pieces(comm& world, bool trans_b, std::size_t m, std::size_t n, std::s
 
 }  // namespace
 
+namespace {
+// A 16-bit block widened to f32 (owned by `keep`), or the block itself for f32 / f64.
+template <class T>
+const wide_t<T>* wide_view(const T* p, std::size_t n, mem::tracked_vector<float>& keep) {
+  if constexpr (is_16bit_v<T>) {
+    keep = mixed::widen(p, n);
+    return keep.data();
+  } else {
+    (void)n, (void)keep;
+    return p;
+  }
+}
+}  // namespace
+
 void sharded_weights::forward(context& ctx, const run_case& c, const forward_io& io) const {
-  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
+  io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
+    using A = wide_t<T>;  // the products' dtype: f32 for bf16 / f16 (buckets gathered in T)
     const matrix<T>& w = ws[0];
     comm& world = ctx.grid.axis(0);
     const bucket_plan plan = plan_buckets(c, forward_bucket_bytes(c));
@@ -187,6 +216,9 @@ void sharded_weights::forward(context& ctx, const run_case& c, const forward_io&
                k = static_cast<std::size_t>(c.prob.K), cols = static_cast<std::size_t>(plan.cols);
     const bool out_in = c.prob.layout == weight_layout::out_in;
     y = matrix<T>(m, n);
+    mixed::partial<T> acc(y);  // Y summed in A, rounded once at the end
+    mem::tracked_vector<float> x_keep;
+    const A* xa = wide_view<T>(x.data.data(), x.data.size(), x_keep);
     const auto buffer = [&](std::int64_t i) { return buffer_rows(plan, i); };
     bucket_stream<T, decltype(buffer)> stream(world, w, c.part(weight_row_key(c)), plan,
                                               c.param("overlap") != 0, buffer,
@@ -196,21 +228,24 @@ void sharded_weights::forward(context& ctx, const run_case& c, const forward_io&
       const auto lo = static_cast<std::size_t>(plan.lo(i));
       const auto rows = static_cast<std::size_t>(plan.hi(i) - plan.lo(i));
       if (m > 0) {
+        mem::tracked_vector<float> w_keep;
+        const A* wa = wide_view<T>(wb, rows * cols, w_keep);
         if (out_in)  // Y[:, lo:hi] = X · W_bᵀ
-          gemm_pieces<T>(world, true, m, rows, k, x.data.data(), k, wb, cols, T(0), y.row(0) + lo,
-                         n);
+          gemm_pieces<A>(world, true, m, rows, k, xa, k, wa, cols, A(0), acc.data() + lo, n);
         else  // Y += X[:, lo:hi] · W_b
-          gemm_pieces<T>(world, false, m, n, rows, x.data.data() + lo, k, wb, cols,
-                         i == 0 ? T(0) : T(1), y.data.data(), n);
+          gemm_pieces<A>(world, false, m, n, rows, xa + lo, k, wa, cols, i == 0 ? A(0) : A(1),
+                         acc.data(), n);
       }
       stream.release();
     }
+    acc.round();
   });
 }
 
 void sharded_weights::backward(context& ctx, const run_case& c, const backward_io& io) const {
-  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
-                        gradients<T> dws) {
+  io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
+                              gradients<T> dws) {
+    using A = wide_t<T>;
     const matrix<T>& w = ws[0];
     matrix<T>& dw = dws[0];
     comm& world = ctx.grid.axis(0);
@@ -222,6 +257,15 @@ void sharded_weights::backward(context& ctx, const run_case& c, const backward_i
     const int r = world.rank();
     dx = matrix<T>(m, k);
     dw = matrix<T>(w.rows, w.cols);
+    mixed::partial<T> dx_acc(dx);  // dX summed in A, rounded once at the end
+    // reduce=f32 in 16 bits: every bucket's reduce-scatter sums into this rank's dW shard in f32,
+    // rounded once at the end.
+    const bool sums_in_f32 = is_16bit_v<T> && !mixed::reduce_in_storage(c);
+    std::optional<mixed::partial<T>> dw_sums;
+    if (sums_in_f32) dw_sums.emplace(dw);
+    mem::tracked_vector<float> x_keep, dy_keep;
+    const A* xa = wide_view<T>(x.data.data(), x.data.size(), x_keep);
+    const A* dya = wide_view<T>(dy.data.data(), dy.data.size(), dy_keep);
     const auto own_rows = [&](std::int64_t i) { return plan.hi(i) - plan.lo(i); };
     bucket_stream<T, decltype(own_rows)> stream(world, w, wrows, plan, c.param("overlap") != 0,
                                                 own_rows, false, true);
@@ -230,32 +274,41 @@ void sharded_weights::backward(context& ctx, const run_case& c, const backward_i
       const std::int64_t lo = plan.lo(i), hi = plan.hi(i);
       const auto l = static_cast<std::size_t>(lo), rows = static_cast<std::size_t>(hi - lo);
       if (m > 0) {
+        mem::tracked_vector<float> w_keep;
+        const A* wa = wide_view<T>(wb, rows * cols, w_keep);
         if (out_in)  // dX += dY[:, lo:hi] · W_b
-          gemm_pieces<T>(world, false, m, k, rows, dy.data.data() + l, n, wb, cols,
-                         i == 0 ? T(0) : T(1), dx.data.data(), k);
+          gemm_pieces<A>(world, false, m, k, rows, dya + l, n, wa, cols, i == 0 ? A(0) : A(1),
+                         dx_acc.data(), k);
         else  // dX[:, lo:hi] = dY · W_bᵀ
-          gemm_pieces<T>(world, true, m, rows, n, dy.data.data(), n, wb, cols, T(0), dx.row(0) + l,
-                         k);
+          gemm_pieces<A>(world, true, m, rows, n, dya, n, wa, cols, A(0), dx_acc.data() + l, k);
       }
       stream.release();
-      // This bucket's dW partial sums over the local rows, reduce-scattered to the rows' owners.
-      mem::tracked_vector<T> partial(rows * cols);
+      // This bucket's dW partial sums over the local rows, reduce-scattered to the rows' owners
+      // (a 16-bit case's in f32, reduced as its policy says).
+      mem::tracked_vector<A> partial(rows * cols);
       if (m > 0 && partial.size() > 0) {
         if (out_in)  // dW_b = dY[:, lo:hi]ᵀ · X
-          ref::gemm<T>(true, false, rows, k, m, T(1), dy.data.data() + l, n, x.data.data(), k, T(0),
-                       partial.data(), cols);
+          ref::gemm<A>(true, false, rows, k, m, A(1), dya + l, n, xa, k, A(0), partial.data(),
+                       cols);
         else  // dW_b = X[:, lo:hi]ᵀ · dY
-          ref::gemm<T>(true, false, rows, n, m, T(1), x.data.data() + l, k, dy.data.data(), n, T(0),
-                       partial.data(), cols);
+          ref::gemm<A>(true, false, rows, n, m, A(1), xa + l, k, dya, n, A(0), partial.data(),
+                       cols);
       }
       const std::int64_t a = std::max(lo, wrows.offset(r));
       const std::int64_t b = std::min(hi, wrows.offset(r) + wrows.size(r));
-      T* out = dw.data.data() + (b > a ? (a - wrows.offset(r)) * plan.cols : 0);
-      world.reduce_scatter_sum<T>(
-          std::span<const T>(partial.data(), partial.size()),
-          std::span<T>(out, static_cast<std::size_t>(std::max<std::int64_t>(b - a, 0) * plan.cols)),
-          world.window_counts(wrows, lo, hi, plan.cols));
+      const std::size_t at =
+          b > a ? static_cast<std::size_t>((a - wrows.offset(r)) * plan.cols) : 0;
+      const auto mine = static_cast<std::size_t>(std::max<std::int64_t>(b - a, 0) * plan.cols);
+      const std::span<const A> in(partial.data(), partial.size());
+      if (sums_in_f32)
+        world.reduce_scatter_sum<A>(in, std::span<A>(dw_sums->data() + at, mine),
+                                    world.window_counts(wrows, lo, hi, plan.cols));
+      else
+        mixed::reduce_scatter<T>(world, c, in, std::span<T>(dw.data.data() + at, mine),
+                                 world.window_counts(wrows, lo, hi, plan.cols));
     }
+    dx_acc.round();
+    if (sums_in_f32) dw_sums->round();
   });
 }
 

@@ -44,6 +44,11 @@
 // Example: p = 2, out_in, N = 5, K = 4, part.N = 3,2, f64, bucket=64: a row is 32 B, b = 2,
 // buckets rows 0–1, 2–3, 4; gather counts 8,0 then 4,4 then 0,4 elements.
 //
+// bf16 / f16 (acc=f32, reduce=f32 or the storage dtype): W's buckets are gathered in the storage
+// dtype and widened to f32 for their products; Y and dX are summed in f32 across the buckets and
+// rounded once; each bucket's dW partial is f32 and reduce-scattered as the policy says
+// (mixed_ops.hpp). The f32 copies are added to both peaks.
+//
 // Protected hooks (forward only; the defaults are the algorithm above), for a subclass:
 //   forward_bucket_bytes(c)  B of forward's buckets (c.param("bucket")); the bounds keep B
 //   buffer_rows(b, i)        rows of bucket i's buffer (its own); both peak bounds follow it

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "shardcheck/reference/gemm.hpp"
+#include "strategies/mixed_ops.hpp"
 
 namespace shardcheck::par {
 
@@ -42,6 +43,9 @@ summa::summa() {
   param_spec pr{"pr", 1, 1 << 20, 1, "rows of the pr × (p/pr) mesh; must divide p"};
   pr.divides_p = true;
   info_.params = {pr};
+  // bf16 / f16 with f32 sums and f32 reductions only (the panels travel in the storage dtype).
+  info_.dtypes.insert(info_.dtypes.end(), {dtype::bf16, dtype::f16});
+  info_.policies = {f32_policy};
 }
 
 std::vector<int> summa::mesh_dims(const run_case& c) const {
@@ -91,9 +95,11 @@ claims summa::cost(const run_case& c, std::span<const int> coords) const {
   peak.forward = (mi * nj + (mi + nj) * kmax) * s;
 
   log.backward.push_back(on_axis(all_gather_entry(c.backend, rows.scaled(nj), i, es), 0));
-  log.backward.push_back(on_axis(reduce_scatter_entry(c.backend, rows1.scaled(ki), j, es), 1));
+  // The partials reduce-scattered are f32 in a bf16 / f16 case.
+  const std::size_t er = mixed::reduce_bytes(c);
+  log.backward.push_back(on_axis(reduce_scatter_entry(c.backend, rows1.scaled(ki), j, er), 1));
   log.backward.push_back(on_axis(all_gather_entry(c.backend, ns1.scaled(mi), j, es), 1));
-  log.backward.push_back(on_axis(reduce_scatter_entry(c.backend, ns.scaled(kj), i, es), 0));
+  log.backward.push_back(on_axis(reduce_scatter_entry(c.backend, ns.scaled(kj), i, er), 0));
   // dX phase: gathered dY (M·n_j) with Q (M·k_i), then Q with dX (m@1_j·k_i).
   const std::int64_t gathered = m * nj, q = m * ki, dx = rows1.size(j) * ki;
   const std::int64_t dx_phase = std::max(gathered + q, q + dx);
@@ -103,10 +109,19 @@ claims summa::cost(const run_case& c, std::span<const int> coords) const {
   std::int64_t dw_phase = std::max(packed + r, r + dw);
   if (c.prob.layout == weight_layout::in_out) dw_phase = std::max(dw_phase, 2 * dw);
   peak.backward = std::max(dx_phase, dx + dw_phase) * s;
-  out.chains = {
-      {c.prob.K,
-       ns1.max_size() + reduction_depth(c.backend, collective::reduce_scatter, pc, m * ki),
-       rows.max_size() + reduction_depth(c.backend, collective::reduce_scatter, pr, n * kj)}};
+  if (is_storage16(c.prob.type)) {
+    // Beside the 16-bit buffers (as above, at 2 bytes), f32: forward's Y accumulator and both
+    // panels widened; backward's Q and R, every operand of their products widened (dY gathered
+    // or packed, W, X) and each reduce-scatter's f32 sum, all counted as alive at once.
+    peak.forward += (mi * nj + (mi + nj) * kmax) * 4;
+    peak.backward += (gathered + nj * ki + q + dx + packed + mi * kj + r + dw) * 4;
+  }
+  const std::int64_t dx_depth = reduction_depth(c.backend, collective::reduce_scatter, pc, m * ki);
+  const std::int64_t dw_depth = reduction_depth(c.backend, collective::reduce_scatter, pr, n * kj);
+  out.chains = {{c.prob.K,
+                 ns1.max_size() + dx_depth,
+                 rows.max_size() + dw_depth,
+                 {.dx = dx_depth, .dw = dw_depth}}};
   return out;
 }
 
@@ -116,7 +131,8 @@ claims summa::cost(const run_case& c, std::span<const int> coords) const {
 // on 2048³: X panels (2048 × 1024) are packed and broadcast along the mesh row; W panels are read
 // straight from W's 1024 × 2048 block at column lo, ld = 2048.
 void summa::forward(context& ctx, const run_case& c, const forward_io& io) const {
-  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
+  io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
+    using A = wide_t<T>;  // the products' dtype: f32 for bf16 / f16 (panels broadcast in T)
     const matrix<T>& w = ws[0];
     comm& column = ctx.grid.axis(0);  // the ranks of this mesh column: varying i
     comm& row = ctx.grid.axis(1);     // the ranks of this mesh row: varying j
@@ -128,9 +144,27 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
     const auto kmax = static_cast<std::size_t>(widest_panel(ks, ks1));
     const bool x_here = row.size() == 1, w_here = column.size() == 1;
     y = matrix<T>(mi, nj);
+    mixed::partial<T> acc(y);              // Y summed in A, rounded once at the end
     matrix<T> xp(mi, kmax), wp(kmax, nj);  // panel buffers: mi×kk and kk×nj (out_in: nj×kk)
-    bool first = true;                     // the first product overwrites Y (tracked memory is
-                                           // not initialised)
+    // A 16-bit panel widened (dense, its leading dimension kept), once per product.
+    mem::tracked_vector<float> xw, ww;
+    if constexpr (is_16bit_v<T>) {
+      xw.resize(mi * kmax);
+      ww.resize(kmax * nj);
+    }
+    const auto wide = [&](const T* p, std::size_t rows, std::size_t cols, std::size_t ldp,
+                          mem::tracked_vector<float>& out) -> const A* {
+      if constexpr (is_16bit_v<T>) {
+        for (std::size_t r = 0; r < rows; ++r)
+          ref::widen<T>(p + r * ldp, cols, out.data() + r * cols);
+        return out.data();
+      } else {
+        (void)rows, (void)cols, (void)ldp, (void)out;
+        return p;
+      }
+    };
+    bool first = true;  // the first product overwrites Y (tracked memory is
+                        // not initialised)
     for (std::int64_t lo = 0; lo < c.prob.K;) {
       const std::int64_t hi = summa_panel_end(ks, ks1, lo);
       const auto kk = static_cast<std::size_t>(hi - lo);
@@ -170,19 +204,26 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
               wp.data[t * nj + q] = ki == 0 ? T(0) : w.row(k_of(t))[q];
       }
       column.broadcast<T>(std::span<T>(wp.data.data(), kk * nj), root);
-      ref::gemm<T>(false, out_in, mi, nj, kk, T(1), xa, ld(static_cast<std::int64_t>(lda)), wb,
-                   ld(static_cast<std::int64_t>(ldb)), first ? T(0) : T(1), y.data.data(),
+      // The widened panels are dense (ld = their width); f32 / f64 read in place.
+      const bool b16 = is_16bit_v<T>;
+      const A* xs = wide(xa, mi, kk, lda, xw);
+      const A* wsp = out_in ? wide(wb, nj, kk, ldb, ww) : wide(wb, kk, nj, ldb, ww);
+      const std::size_t lda_a = b16 ? kk : lda, ldb_a = b16 ? (out_in ? kk : nj) : ldb;
+      ref::gemm<A>(false, out_in, mi, nj, kk, A(1), xs, ld(static_cast<std::int64_t>(lda_a)), wsp,
+                   ld(static_cast<std::int64_t>(ldb_a)), first ? A(0) : A(1), acc.data(),
                    ld(static_cast<std::int64_t>(nj)));
       first = false;
       lo = hi;
     }
-    if (first) std::fill(y.data.begin(), y.data.end(), T(0));  // K = 0: no panel
+    if (first) std::fill(acc.span().begin(), acc.span().end(), A(0));  // K = 0: no panel
+    acc.round();
   });
 }
 
 void summa::backward(context& ctx, const run_case& c, const backward_io& io) const {
-  io.visit([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
-                        gradients<T> dws) {
+  io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> ws, const matrix<T>& dy, matrix<T>& dx,
+                              gradients<T> dws) {
+    using A = wide_t<T>;  // Q and R in f32 for bf16 / f16, reduce-scattered in f32
     const matrix<T>& w = ws[0];
     matrix<T>& dw = dws[0];
     comm& column = ctx.grid.axis(0);
@@ -200,11 +241,12 @@ void summa::backward(context& ctx, const run_case& c, const backward_io& io) con
       std::copy(dy.data.begin(), dy.data.end(),
                 gathered.row(static_cast<std::size_t>(rows.offset(i))));
       column.all_gather<T>(gathered.span(), rows, static_cast<std::int64_t>(nj));
-      matrix<T> q(m, ki);
-      ref::linear_backward_dx<T>(l, m, nj, ki, gathered.data.data(), w.data.data(), q.data.data());
+      mem::tracked_vector<A> q(m * ki);
+      mixed::backward_dx<T>(l, m, nj, ki, gathered.data.data(), w.data.data(), q.data());
       gathered = matrix<T>();
       dx = matrix<T>(static_cast<std::size_t>(rows1.size(j)), ki);
-      row.reduce_scatter_sum<T>(q.span(), dx.span(), rows1, static_cast<std::int64_t>(ki));
+      mixed::reduce_scatter<T>(row, c, std::span<const A>(q.data(), q.size()), dx.span(), rows1,
+                               static_cast<std::int64_t>(ki));
     }
     // dW (X stationary): dY[M_i, :] gathered along the mesh row as packed blocks (block j' is
     // m_i × n_j'), R = dY[M_i, :]ᵀ·X_ij in N×k@1_j, reduced down the mesh column.
@@ -212,18 +254,19 @@ void summa::backward(context& ctx, const run_case& c, const backward_io& io) con
     std::copy(dy.data.begin(), dy.data.end(),
               packed.data.data() + static_cast<std::size_t>(ns1.offset(j)) * mi);
     row.all_gather<T>(packed.span(), ns1, static_cast<std::int64_t>(mi));
-    matrix<T> r(n, kj);
+    mem::tracked_vector<A> r(n * kj);
     for (int q = 0; q < ns1.parts(); ++q) {
       const auto n0 = static_cast<std::size_t>(ns1.offset(q)),
                  nq = static_cast<std::size_t>(ns1.size(q));
-      ref::linear_backward_dw<T>(weight_layout::out_in, mi, nq, kj, packed.data.data() + n0 * mi,
-                                 x.data.data(), r.row(n0));
+      mixed::backward_dw<T>(weight_layout::out_in, mi, nq, kj, packed.data.data() + n0 * mi,
+                            x.data.data(), r.data() + n0 * kj);
     }
     packed = matrix<T>();
     const auto ni = static_cast<std::size_t>(ns.size(i));
     matrix<T> reduced(ni, kj);
-    column.reduce_scatter_sum<T>(r.span(), reduced.span(), ns, static_cast<std::int64_t>(kj));
-    r = matrix<T>();
+    mixed::reduce_scatter<T>(column, c, std::span<const A>(r.data(), r.size()), reduced.span(), ns,
+                             static_cast<std::int64_t>(kj));
+    mem::tracked_vector<A>().swap(r);
     if (l == weight_layout::out_in) {
       dw = std::move(reduced);
       return;

@@ -38,6 +38,10 @@
 //   backward: all-gather (axis 0), reduce-scatter (axis 1), all-gather (axis 1),
 //             reduce-scatter (axis 0)
 //
+// bf16 / f16 (acc=f32 reduce=f32 only): the panels are broadcast in the storage dtype and widened
+// to f32 for each product, Y is summed in f32 across the panels and rounded once; Q and R are f32
+// and reduce-scattered in f32 (4-byte ledger entries), then rounded.
+//
 // Example: p = 4, pr = 2, K = 5, part.K = 3,2, part.K@1 = 1,4: the panels are [0,1) (jx 0, iw 0),
 // [1,3) (jx 1, iw 0) and [3,5) (jx 1, iw 1); three pairs of broadcasts in forward.
 //

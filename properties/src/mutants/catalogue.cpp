@@ -265,15 +265,18 @@ const subclass_op subclass_ops[] = {
      "hybrid_mesh"},
 };
 
-// Mixed-precision decorators of one host (mutants/mixed.hpp), with the targeted cases at K =
-// 16384 on 2 ranks that the selftest runs beside the generated ones.
-struct mixed_op {
-  mutant_operator info;
+// Mixed-precision decorators (mutants/mixed.hpp), each on its hosts, with the targeted cases on 2
+// ranks that the selftest runs beside the generated ones.
+struct mixed_host {
   const char* host;
   std::function<std::unique_ptr<par::kernel>(const par::kernel&, std::string,
                                              std::shared_ptr<fire_log>)>
       make;
   std::vector<std::string> targeted;  // replay lines without strategy=
+};
+struct mixed_op {
+  mutant_operator info;
+  std::vector<mixed_host> hosts;
 };
 
 std::vector<mixed_op> mixed_ops() {
@@ -282,21 +285,35 @@ std::vector<mixed_op> mixed_ops() {
     return std::string("p=2 M=16 N=16 ") + size + " layout=out_in seed=3 backend=native " +
            dtype_mode + " acc=f32 reduce=f32 scatter=0";
   };
+  // The pairs and sharded_weights on 2 ranks, bf16 and f16, reduce=f32 declared.
+  const auto on = [](const char* shape, const char* dtype) {
+    return std::string("p=2 ") + shape +
+           " layout=out_in mode=uniform seed=3 backend=native dtype=" + dtype +
+           " acc=f32 reduce=f32";
+  };
+  const char* pair = "M=16 N=16 K=64 H=64 act=relu";
+  const char* dw = "M=1024 N=8 K=8 bucket=64 overlap=1";
   return {
       {{"partials_in_storage",
-        "mixed precision: the f32 partial rounded to bf16 / f16 before the all-reduce, while "
-        "reduce=f32 is declared",
+        "mixed precision: the f32 partials rounded to bf16 / f16 before the reduction, while "
+        "reduce=f32 is declared (row_parallel: then summed in f32; the other hosts: their own "
+        "reduce=<storage> path)",
         "kernel"},
-       "row_parallel",
-       decorate<mutants::partials_in_storage>(),
-       {at("K=4096", "dtype=bf16 mode=uniform"), at("K=16384", "dtype=bf16 mode=wide"),
-        at("K=16384", "dtype=bf16 mode=positive"), at("K=16384", "dtype=f16 mode=positive")}},
+       {{"row_parallel",
+         decorate<mutants::partials_in_storage>(),
+         {at("K=4096", "dtype=bf16 mode=uniform"), at("K=16384", "dtype=bf16 mode=wide"),
+          at("K=16384", "dtype=bf16 mode=positive"), at("K=16384", "dtype=f16 mode=positive")}},
+        {"column_row_pair", decorate<mutants::storage_path>(), {on(pair, "bf16"), on(pair, "f16")}},
+        {"sequence_parallel_pair",
+         decorate<mutants::storage_path>(),
+         {on(pair, "bf16"), on(pair, "f16")}},
+        {"sharded_weights", decorate<mutants::storage_path>(), {on(dw, "bf16"), on(dw, "f16")}}}},
       {{"acc_in_storage",
         "mixed precision: the local contraction summed in bf16 / f16, while acc=f32 is declared",
         "kernel"},
-       "row_parallel",
-       decorate<mutants::acc_in_storage>(),
-       {at("K=16384", "dtype=bf16 mode=uniform"), at("K=16384", "dtype=f16 mode=uniform")}},
+       {{"row_parallel",
+         decorate<mutants::acc_in_storage>(),
+         {at("K=16384", "dtype=bf16 mode=uniform"), at("K=16384", "dtype=f16 mode=uniform")}}}},
   };
 }
 
@@ -378,14 +395,16 @@ void mutant_set::build(const par::registry& strategies, int max_p) {
   }
   for (const mixed_op& op : mixed_ops()) {
     m.operators.push_back(op.info);
-    const par::kernel* host = m.strategies->find(op.host);
-    auto log = std::make_shared<fire_log>();
-    const std::string name = cell_name(op.info.name, op.host);
-    if (host != nullptr) m.owned.push_back(op.make(*host, name, log));
-    add(op.info, op.host, host != nullptr, host != nullptr ? m.owned.back().get() : nullptr, {},
-        log);
-    for (const std::string& line : op.targeted)
-      m.cells.back().targeted.push_back("strategy=" + name + " " + line);
+    for (const mixed_host& h : op.hosts) {
+      const par::kernel* host = m.strategies->find(h.host);
+      auto log = std::make_shared<fire_log>();
+      const std::string name = cell_name(op.info.name, h.host);
+      if (host != nullptr) m.owned.push_back(h.make(*host, name, log));
+      add(op.info, h.host, host != nullptr, host != nullptr ? m.owned.back().get() : nullptr, {},
+          log);
+      for (const std::string& line : h.targeted)
+        m.cells.back().targeted.push_back("strategy=" + name + " " + line);
+    }
   }
   auto log = std::make_shared<fire_log>();
   m.hang = {cell_name("unanswered", "data_parallel"),

@@ -67,6 +67,56 @@ void partials_in_storage::forward(par::context& ctx, const par::run_case& c,
   });
 }
 
+namespace {
+// c with its partials reduced in the storage dtype (a 16-bit case), else c.
+par::run_case storage_reduced(const par::run_case& c) {
+  par::run_case out = c;
+  if (is_storage16(c.prob.type)) out.policy.reduce = c.prob.type;
+  return out;
+}
+}  // namespace
+
+storage_path::storage_path(const par::kernel& inner, std::string name,
+                           std::shared_ptr<fire_log> log)
+    : kernel_decorator(inner, std::move(name), std::move(log)) {
+  storage_only(info_);
+}
+
+namespace {
+bool same_case(const par::run_case& a, const par::run_case& b) {
+  return a.strategy == b.strategy && a.p == b.p && a.seed == b.seed && a.mode == b.mode &&
+         a.prob.M == b.prob.M && a.prob.N == b.prob.N && a.prob.K == b.prob.K &&
+         a.prob.hidden == b.prob.hidden && a.prob.type == b.prob.type &&
+         a.prob.layout == b.prob.layout && a.prob.act == b.prob.act && a.policy == b.policy &&
+         a.params == b.params && a.parts == b.parts && a.backend.kind == b.backend.kind &&
+         a.backend.algorithms.same_as(b.backend.algorithms);
+}
+}  // namespace
+
+const par::run_case& storage_path::as_run(const par::run_case& c) const {
+  if (!same_case(c, last_)) {
+    last_ = c;
+    shadow_ = storage_reduced(c);
+  }
+  return shadow_;
+}
+
+par::claims storage_path::cost(const par::run_case& c, std::span<const int> coords) const {
+  return inner_.cost(as_run(c), coords);
+}
+
+void storage_path::forward(par::context& ctx, const par::run_case& c,
+                           const par::forward_io& io) const {
+  if (is_storage16(c.prob.type) && c.p > 1) fired();
+  inner_.forward(ctx, as_run(c), io);
+}
+
+void storage_path::backward(par::context& ctx, const par::run_case& c,
+                            const par::backward_io& io) const {
+  if (is_storage16(c.prob.type) && c.p > 1) fired();
+  inner_.backward(ctx, as_run(c), io);
+}
+
 acc_in_storage::acc_in_storage(const par::kernel& inner, std::string name,
                                std::shared_ptr<fire_log> log)
     : kernel_decorator(inner, std::move(name), std::move(log)) {

@@ -34,6 +34,22 @@ struct stack_shape {
 // The reference's are the contraction lengths: d_{l−1}, d_l and the rows.
 struct stack_chains {
   std::vector<std::int64_t> h, da, dw;
+  // The share of each chain added across ranks (in a 16-bit case's reduce dtype); empty or 0:
+  // every addition local.
+  std::vector<std::int64_t> h_red, da_red, dw_red;
+};
+
+// A stack stored in bf16 or f16 (mixed.hpp), computed as a 16-bit kernel does: the inputs widened
+// to f32 (T = float), each product summed in f32, and every tensor between the layers stored in
+// `storage` as it is formed — H_l (l < L, so A_l = f(H_l) too) and dA_l (l ≥ 1) — while Y, dX
+// and dW_l stay f32 (the caller's window rounds them once). The parallel computation's products
+// follow `policy` (policy_factor, each chain split by its *_red share); the reference sums in f32.
+// A hidden element's two values differ after the rounding by what rounding can make of its
+// bound: |par − ref| ≤ d before gives round(par) between round(ref − d) and round(ref + d), often
+// round(ref) itself (bound 0). Example: bf16, H = 1.00390625 ± 2⁻²⁰ rounds to 1 for both.
+struct stack_storage {
+  dtype storage = dtype::bf16;
+  precision policy{};
 };
 [[nodiscard]] stack_chains reference_chains(const stack_shape& s, std::int64_t rows);
 
@@ -43,13 +59,15 @@ struct stack_chains {
 // contracts in dW. exact_grid: the finest such g ≤ 3, or −1 if not even g = 0 (values −1, 0, 1)
 // keeps them exact. A single layer at K = 2¹⁸ in f32 (24 digits): 2¹⁸·2⁶ = 2²⁴, g = 3; widths
 // 4096 → 200 → 50 on 64 rows: g = 3 would need 28.6 bits (H_2), g = 2 25.6, g = 1 fits (22.6).
-// Another storage dtype passes its own significand (bf16: 8, fp16: 11 digits).
+// Another storage dtype passes its own significand (bf16: 8, fp16: 11 digits); bf16 and f16 use
+// fixed grids of their own (bf16 g = 0, values −1, 0, 1; f16 g = 1, multiples of 1/2; data.hpp).
 inline constexpr int exact_finest_grid = 3;
 [[nodiscard]] int exact_grid(const stack_shape& s, std::int64_t rows, int digits);
 // exact_grid of problem p in its dtype (f32: 24 digits, f64: 53).
 [[nodiscard]] int exact_grid_of(const problem& p);
-// Why exact mode would round even at the coarsest grid (g = 0), or "" if some grid keeps the
-// stack's sums exact.
+// Why exact mode would round even at the coarsest grid (g = 0; bf16 and f16 at their own grid),
+// or "" if some grid keeps the stack's sums exact. bf16, K = 16 → 16 → 8 on 8 rows: H_2's sums
+// reach 16·16 = 2⁸, which fits bf16's 8 bits; at K = 32 they would need 9.
 [[nodiscard]] std::string exact_stack_problem(const stack_shape& s, std::int64_t rows, dtype t);
 
 // The reference values and, per element, the bound on |parallel − reference| for a parallel
@@ -73,12 +91,13 @@ struct stack_expectation {
 // ws[l − 1] is W_l. dy may be null: then only Y and its bound are computed. λ > 0: the bounds of
 // the statistical tier (bound.hpp), γ̃_k(λ) in place of γ_k in the same induction — it holds
 // whenever every product's every element holds its γ̃ bound, so the events of a union bound are
-// every layer's products' elements × their chains.
+// every layer's products' elements × their chains. `storage` (T = float, t = f32): a 16-bit
+// stack as above.
 template <class T>
 [[nodiscard]] stack_expectation<T> stack_expect(const stack_shape& s, std::size_t rows, const T* x,
                                                 std::span<const T* const> ws, const T* dy,
-                                                const stack_chains& par, dtype t,
-                                                double lambda = 0);
+                                                const stack_chains& par, dtype t, double lambda = 0,
+                                                const stack_storage* storage = nullptr);
 
 // The forward pass alone, for strategies and tests: Y (rows×d_L) and, if `hidden` is not null,
 // the pre-activations H_1 … H_{L−1}.
