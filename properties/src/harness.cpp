@@ -432,6 +432,18 @@ statistical_tier statistical_tier_of(const par::run_case& c,
   return st;
 }
 
+// "Y on rank 1 is 3×4, its placement says 3×5", or empty where the block has its shape.
+std::string shape_mismatch(const par::tensor_plan& t, std::size_t rows, std::size_t cols,
+                           int rank) {
+  const block& b = t.region;
+  if (static_cast<std::int64_t>(rows) == b.rows && static_cast<std::int64_t>(cols) == b.cols)
+    return {};
+  std::ostringstream os;
+  os << t.name << " on rank " << rank << " is " << rows << "×" << cols << ", its placement says "
+     << b.rows << "×" << b.cols;
+  return os.str();
+}
+
 // Judges output t on this rank; returns an empty string when it passes. Updates the error
 // figures (and worst_error, their largest err/u·mag).
 template <class T>
@@ -441,13 +453,7 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
                   expectation& single) {
   const auto& got = std::get<matrix<T>>(got_any);
   const block& b = t.region;
-  if (static_cast<std::int64_t>(got.rows) != b.rows ||
-      static_cast<std::int64_t>(got.cols) != b.cols) {
-    std::ostringstream os;
-    os << t.name << " on rank " << rank << " is " << got.rows << "×" << got.cols
-       << ", its placement says " << b.rows << "×" << b.cols;
-    return os.str();
-  }
+  if (std::string bad = shape_mismatch(t, got.rows, got.cols, rank); !bad.empty()) return bad;
   if (b.rows == 0 || b.cols == 0) return {};  // nothing here (e.g. another stage's tensor)
   const bool stack = c.prob.layers() > 1;
   const expectation e = stack ? expect_stack<T>(c, t.slot, b, whole.get<T>(c, chains, tier.lambda))
@@ -598,13 +604,7 @@ std::string judge_mixed(const par::run_case& c, const par::tensor_plan& t,
                         int rank, const std::vector<int>& coords, verdict& v) {
   const auto& got = std::get<matrix<T>>(got_any);
   const block& b = t.region;
-  if (static_cast<std::int64_t>(got.rows) != b.rows ||
-      static_cast<std::int64_t>(got.cols) != b.cols) {
-    std::ostringstream os;
-    os << t.name << " on rank " << rank << " is " << got.rows << "×" << got.cols
-       << ", its placement says " << b.rows << "×" << b.cols;
-    return os.str();
-  }
+  if (std::string bad = shape_mismatch(t, got.rows, got.cols, rank); !bad.empty()) return bad;
   if (b.rows == 0 || b.cols == 0) return {};
   const expectation e = expect_widened<T>(c, t.slot.t, b);
   const auto& want = std::get<matrix<float>>(e.value);
@@ -676,26 +676,31 @@ template <class T>
 std::string judge_mixed_stack(const par::run_case& c, const par::tensor_plan& t,
                               const any_matrix& got_any, const ref::stack_expectation<float>& all,
                               double lambda, double p_fail, int rank,
-                              const std::vector<int>& coords, double& worst_error) {
+                              const std::vector<int>& coords, verdict& v) {
   const auto& got = std::get<matrix<T>>(got_any);
   const block& b = t.region;
-  if (static_cast<std::int64_t>(got.rows) != b.rows ||
-      static_cast<std::int64_t>(got.cols) != b.cols) {
-    std::ostringstream os;
-    os << t.name << " on rank " << rank << " is " << got.rows << "×" << got.cols
-       << ", its placement says " << b.rows << "×" << b.cols;
-    return os.str();
-  }
+  if (std::string bad = shape_mismatch(t, got.rows, got.cols, rank); !bad.empty()) return bad;
   if (b.rows == 0 || b.cols == 0) return {};
   const expectation e = expect_stack<float>(c, t.slot, b, all);  // mag: the bound itself
   const auto& want = std::get<matrix<float>>(e.value);
   const double u = ref::unit_roundoff(c.prob.type);
+  const bool bitwise = c.mode == value_mode::exact;
+  // The figures as judge_mixed's: err/u·mag, and the share of each tier's window (e.mag is the
+  // rigorous bound itself, e.stat_bound the statistical one: δ = 1·bound, no inflation).
+  error_cell& cell = v.errors.at(c.prob.type, t.slot.t, c.mode);
   for (std::size_t i = 0; i < got.data.size(); ++i) {
     const double g = static_cast<float>(got.data[i]), w = want.data[i];
-    if (std::isfinite(g) && std::isfinite(w) && e.stack_mag[i] > 0)
-      worst_error = std::max(worst_error, std::abs(g - w) / (u * e.stack_mag[i]));
+    if (!std::isfinite(g) || !std::isfinite(w)) continue;
+    if (e.stack_mag[i] > 0)
+      cell.err_u_mag = std::max(cell.err_u_mag, std::abs(g - w) / (u * e.stack_mag[i]));
+    if (bitwise) continue;
+    cell.rigorous =
+        std::max(cell.rigorous, ref::window_share<T>(got.data[i], want.data[i], e.mag[i], 1.0, 0));
+    if (!e.stat_bound.empty())
+      cell.statistical = std::max(cell.statistical, ref::window_share<T>(got.data[i], want.data[i],
+                                                                         e.stat_bound[i], 1.0, 0));
   }
-  const bool bitwise = c.mode == value_mode::exact;
+  v.worst_error = std::max(v.worst_error, cell.err_u_mag);
   auto bad = ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
                                     want.cols, e.mag.data(), want.cols, 1.0, 0, bitwise);
   const bool statistical = !bad && !bitwise && lambda > 0 && !e.stat_bound.empty();
@@ -1016,8 +1021,11 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const tensor_slot& t = outputs[i];
     const property prop = t.t == tensor::y ? property::forward : property::backward;
-    const share sh =
-        stack ? share{} : share_of(all, i, outputs.size(), p, me, inner_of(c.prob, t.t));
+    // 16-bit outputs are judged each against its own widened reference (no group: a group made
+    // here would never be freed on that path).
+    const share sh = stack || is_storage16(c.prob.type)
+                         ? share{}
+                         : share_of(all, i, outputs.size(), p, me, inner_of(c.prob, t.t));
     MPI_Comm group = MPI_COMM_NULL;
     if (sh.split)
       par::check_mpi(MPI_Comm_split(case_comm.native_handle(), sh.color, sh.key, &group),
@@ -1031,10 +1039,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
             c.prob.type == dtype::bf16
                 ? judge_mixed_stack<bfloat16_t>(
                       c, tp, got->out(t), whole.get16<bfloat16_t>(c, chains, tier16.lambda),
-                      tier16.lambda, tier16.p_fail, run.rank, plan->coords, run.v.worst_error)
+                      tier16.lambda, tier16.p_fail, run.rank, plan->coords, run.v)
                 : judge_mixed_stack<half_t>(
                       c, tp, got->out(t), whole.get16<half_t>(c, chains, tier16.lambda),
-                      tier16.lambda, tier16.p_fail, run.rank, plan->coords, run.v.worst_error);
+                      tier16.lambda, tier16.p_fail, run.rank, plan->coords, run.v);
         if (!bad_16.empty()) run.fail(prop, bad_16);
       } catch (const std::exception& x) {
         run.fail(property::runs, x.what());
