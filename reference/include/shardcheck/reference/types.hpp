@@ -42,7 +42,7 @@ enum class weight_layout { out_in, in_out };
 // nonfinite: uniform, with about one element in 32 replaced by NaN, +Inf or -Inf.
 // positive: uniform in [0, 1) (what a ReLU layer feeds): nothing cancels, |Y| = |X||W|ᵀ, so a
 // bound relative to |X||W|ᵀ is relative to the result itself. With mean-zero data at K = 16384,
-// |Y| is ~√K against |X||W|ᵀ ~ K, and a defect worth a fraction of Y's last bit hides under it.
+// |Y| is ~√K against |X||W|ᵀ ~ K, and any bound relative to |X||W|ᵀ spans several ulps of Y.
 enum class value_mode { exact, uniform, wide, cancel, nonfinite, positive };
 // How many there are, for tables indexed by them (the last enumerator + 1).
 inline constexpr std::size_t value_mode_count = static_cast<std::size_t>(value_mode::positive) + 1;
