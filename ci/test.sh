@@ -10,7 +10,9 @@ bash "$SHARDCHECK_ROOT/ci/setup.sh"
 bash "$SHARDCHECK_ROOT/ci/format.sh"
 bash "$SHARDCHECK_ROOT/ci/build.sh"
 cd "$SHARDCHECK_BUILD"
-ctest --output-on-failure --timeout 900 "$@"
+# Two tests at a time on two cores (ctest counts an MPI entry's ranks as its PROCESSORS; the
+# entries that time a case run alone: RUN_SERIAL).
+ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
 if [ "$#" -eq 0 ]; then
   bash "$SHARDCHECK_ROOT/ci/outside_kernel.sh"
   bash "$SHARDCHECK_ROOT/ci/scalapack_kernel.sh"
