@@ -32,11 +32,16 @@ class peak_scope {
   std::size_t saved_peak_;
 };
 
-// Exact sizes, 64-byte aligned: a matrix of 7 doubles is posix_memalign(64, 56), so element 7
-// lies past the block, where AddressSanitizer and valgrind (whose posix_memalign this is under
-// them) report a write to it.
+// Exact sizes, from malloc (aligned for any standard type, 16 bytes on x86-64): a matrix of 7
+// doubles is malloc(56), so element 7 lies past the block, where AddressSanitizer and valgrind
+// (whose malloc this is under them) report a write to it. Not posix_memalign: glibc serves an
+// aligned request from a chunk larger than the bytes asked, so with the heap kept (the benchmarks
+// keep freed memory, as a caching allocator would) a buffer freed and asked for again never fits
+// the hole the last one left, and every repetition grew the heap by a fresh, page-faulting block
+// (100 ms of column_parallel's 235 ms step at 2048³ went to faulting in a new Y).
 template <class T>
 struct tracking_allocator {
+  static_assert(alignof(T) <= alignof(std::max_align_t), "malloc's alignment must suffice");
   using value_type = T;
   tracking_allocator() noexcept = default;
   template <class U>
@@ -44,8 +49,8 @@ struct tracking_allocator {
   [[nodiscard]] T* allocate(std::size_t n) {
     if (n > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
     const std::size_t bytes = n * sizeof(T);
-    void* p = nullptr;
-    if (posix_memalign(&p, 64, bytes) != 0 || (p == nullptr && bytes != 0)) throw std::bad_alloc();
+    void* p = std::malloc(bytes);
+    if (p == nullptr && bytes != 0) throw std::bad_alloc();
     on_alloc(bytes);
     return static_cast<T*>(p);
   }
