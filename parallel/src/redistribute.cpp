@@ -140,7 +140,7 @@ matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, 
     } else {
       // Rank q's M×c_q block sits at packed[M·offset_q, M·(offset_q + c_q)).
       const partition& cols = *g.col_parts;
-      mem::tracked_vector<T> packed(m * n);
+      mem::scratch_vector<T> packed(m * n);
       std::copy(in.data.begin(), in.data.end(),
                 packed.begin() +
                     static_cast<std::ptrdiff_t>(m * static_cast<std::size_t>(cols.offset(me))));
@@ -163,7 +163,7 @@ matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, 
       return out;
     }
     const partition& cols = *g.col_parts;
-    mem::tracked_vector<T> packed(m * n);
+    mem::scratch_vector<T> packed(m * n);
     for (int q = 0; q < p; ++q) {
       const auto cq = static_cast<std::size_t>(cols.size(q)),
                  off = static_cast<std::size_t>(cols.offset(q));
@@ -180,7 +180,7 @@ matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, 
   const partition& cols = *g.col_parts;
   const auto rme = static_cast<std::size_t>(rows.size(me));
   mem::tracked_vector<std::int64_t> send(static_cast<std::size_t>(p)), recv(send.size());
-  mem::tracked_vector<T> packed(rme * n);
+  mem::scratch_vector<T> packed(rme * n);
   if (is_s(from, 0)) {
     // Send rows r_me × c_q to q; q's r_q × c_me arrive in row order: the M×c_me output itself.
     all_to_all_counts(rows, cols, me, send, recv);

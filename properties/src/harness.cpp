@@ -151,24 +151,27 @@ std::vector<par::index_run> run_list(par::index_run r) {
   return {r};
 }
 
-// The reference for block b of output t, from exactly the inputs it depends on, summed over the
-// inner indices `inner` only: [0, K) gives Y's block whole; [0, K/2) and [K/2, K), each on one
-// rank, give two parts whose sum is it (exact-mode values sum exactly in any order).
-template <class T>
-expectation expect(const par::run_case& c, tensor t, const block& b, par::index_run inner) {
+// The reference for block b of output t in S, from exactly the inputs it depends on (`gen(t,
+// row runs, column runs)` makes them: the case's values in S, or widened from a 16-bit T),
+// summed over the inner indices `inner` only: [0, K) gives Y's block whole; [0, K/2) and
+// [K/2, K), each on one rank, give two parts whose sum is it (exact-mode values sum exactly in
+// any order).
+template <class S, class Generate>
+expectation expect_from(const par::run_case& c, tensor t, const block& b, par::index_run inner,
+                        const Generate& gen) {
   const auto& p = c.prob;
   const bool out_in = p.layout == weight_layout::out_in;
   const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
   expectation e;
-  e.value = par::make_matrix<T>(rows, cols);
+  e.value = par::make_matrix<S>(rows, cols);
   e.mag.assign(rows * cols, 0.0);
   // value and magnitude: 2 flops per multiply-add each; the panels: (rows + cols) × inner.
   e.flops =
       checked_mul(checked_mul(4 * b.rows, b.cols, "check flops"), inner.length, "check flops");
   e.panel_bytes =
       checked_mul(checked_add(b.rows, b.cols, "check bytes"), inner.length, "check bytes") *
-      static_cast<std::int64_t>(sizeof(T));
-  T* out = std::get<matrix<T>>(e.value).data.data();
+      static_cast<std::int64_t>(sizeof(S));
+  S* out = std::get<matrix<S>>(e.value).data.data();
   if (inner.length == 0) {  // no inner index here: a zero part
     e.k_ref = inner_of(p, t);
     return e;
@@ -176,20 +179,18 @@ expectation expect(const par::run_case& c, tensor t, const block& b, par::index_
   const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
   const auto in = run_list(inner);
   if (t == tensor::y) {
-    const auto x = generate<T>(c, tensor::x, b_rows, in);
-    const auto w =
-        out_in ? generate<T>(c, tensor::w, b_cols, in) : generate<T>(c, tensor::w, in, b_cols);
+    const auto x = gen(tensor::x, b_rows, in);
+    const auto w = out_in ? gen(tensor::w, b_cols, in) : gen(tensor::w, in, b_cols);
     const auto k = static_cast<std::size_t>(inner.length);
-    ref::linear_forward<T>(p.layout, rows, cols, k, x.data.data(), w.data.data(), out);
-    ref::magnitude_forward<T>(p.layout, rows, cols, k, x.data.data(), w.data.data(), e.mag.data());
+    ref::linear_forward<S>(p.layout, rows, cols, k, x.data.data(), w.data.data(), out);
+    ref::magnitude_forward<S>(p.layout, rows, cols, k, x.data.data(), w.data.data(), e.mag.data());
     e.k_ref = p.K;
   } else if (t == tensor::dx) {
-    const auto dy = generate<T>(c, tensor::dy, b_rows, in);
-    const auto w =
-        out_in ? generate<T>(c, tensor::w, in, b_cols) : generate<T>(c, tensor::w, b_cols, in);
+    const auto dy = gen(tensor::dy, b_rows, in);
+    const auto w = out_in ? gen(tensor::w, in, b_cols) : gen(tensor::w, b_cols, in);
     const auto n = static_cast<std::size_t>(inner.length);
-    ref::linear_backward_dx<T>(p.layout, rows, n, cols, dy.data.data(), w.data.data(), out);
-    ref::magnitude_backward_dx<T>(p.layout, rows, n, cols, dy.data.data(), w.data.data(),
+    ref::linear_backward_dx<S>(p.layout, rows, n, cols, dy.data.data(), w.data.data(), out);
+    ref::magnitude_backward_dx<S>(p.layout, rows, n, cols, dy.data.data(), w.data.data(),
                                   e.mag.data());
     e.k_ref = p.N;
   } else {
@@ -198,16 +199,24 @@ expectation expect(const par::run_case& c, tensor t, const block& b, par::index_
     const auto& n_runs = out_in ? b_rows : b_cols;
     const auto& k_runs = out_in ? b_cols : b_rows;
     const std::int64_t nn = out_in ? b.rows : b.cols, kk = out_in ? b.cols : b.rows;
-    const auto dy = generate<T>(c, tensor::dy, in, n_runs);
-    const auto x = generate<T>(c, tensor::x, in, k_runs);
+    const auto dy = gen(tensor::dy, in, n_runs);
+    const auto x = gen(tensor::x, in, k_runs);
     const auto m = static_cast<std::size_t>(inner.length);
     const auto n_out = static_cast<std::size_t>(nn), k_in = static_cast<std::size_t>(kk);
-    ref::linear_backward_dw<T>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(), out);
-    ref::magnitude_backward_dw<T>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(),
+    ref::linear_backward_dw<S>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(), out);
+    ref::magnitude_backward_dw<S>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(),
                                   e.mag.data());
     e.k_ref = p.M;
   }
   return e;
+}
+
+// The reference in the case's f32 / f64 (T) itself.
+template <class T>
+expectation expect(const par::run_case& c, tensor t, const block& b, par::index_run inner) {
+  return expect_from<T>(c, t, b, inner, [&](tensor u, const auto& rows, const auto& cols) {
+    return generate<T>(c, u, rows, cols);
+  });
 }
 
 // The chains of a stack's layers as stack_expect reads them, with their reductions' shares.
@@ -536,46 +545,10 @@ matrix<float> widened(const matrix<T>& m) {
 // the inputs generated in T and widened (products exact in f32), summed on OpenBLAS's sgemm.
 template <class T>
 expectation expect_widened(const par::run_case& c, tensor t, const block& b) {
-  const auto& p = c.prob;
-  const bool out_in = p.layout == weight_layout::out_in;
-  const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
-  expectation e;
-  e.value = par::make_matrix<float>(rows, cols);
-  e.mag.assign(rows * cols, 0.0);
-  float* out = std::get<matrix<float>>(e.value).data.data();
-  const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
-  if (t == tensor::y) {
-    const auto x = widened(generate<T>(c, tensor::x, b_rows, run_list({0, p.K})));
-    const auto w = widened(out_in ? generate<T>(c, tensor::w, b_cols, run_list({0, p.K}))
-                                  : generate<T>(c, tensor::w, run_list({0, p.K}), b_cols));
-    const auto k = static_cast<std::size_t>(p.K);
-    ref::linear_forward<float>(p.layout, rows, cols, k, x.data.data(), w.data.data(), out);
-    ref::magnitude_forward<float>(p.layout, rows, cols, k, x.data.data(), w.data.data(),
-                                  e.mag.data());
-    e.k_ref = p.K;
-  } else if (t == tensor::dx) {
-    const auto dy = widened(generate<T>(c, tensor::dy, b_rows, run_list({0, p.N})));
-    const auto w = widened(out_in ? generate<T>(c, tensor::w, run_list({0, p.N}), b_cols)
-                                  : generate<T>(c, tensor::w, b_cols, run_list({0, p.N})));
-    const auto n = static_cast<std::size_t>(p.N);
-    ref::linear_backward_dx<float>(p.layout, rows, n, cols, dy.data.data(), w.data.data(), out);
-    ref::magnitude_backward_dx<float>(p.layout, rows, n, cols, dy.data.data(), w.data.data(),
-                                      e.mag.data());
-    e.k_ref = p.N;
-  } else {
-    const auto& n_runs = out_in ? b_rows : b_cols;
-    const auto& k_runs = out_in ? b_cols : b_rows;
-    const std::int64_t nn = out_in ? b.rows : b.cols, kk = out_in ? b.cols : b.rows;
-    const auto dy = widened(generate<T>(c, tensor::dy, run_list({0, p.M}), n_runs));
-    const auto x = widened(generate<T>(c, tensor::x, run_list({0, p.M}), k_runs));
-    const auto m = static_cast<std::size_t>(p.M);
-    const auto n_out = static_cast<std::size_t>(nn), k_in = static_cast<std::size_t>(kk);
-    ref::linear_backward_dw<float>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(), out);
-    ref::magnitude_backward_dw<float>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(),
-                                      e.mag.data());
-    e.k_ref = p.M;
-  }
-  return e;
+  return expect_from<float>(c, t, b, {0, inner_of(c.prob, t)},
+                            [&](tensor u, const auto& rows, const auto& cols) {
+                              return widened(generate<T>(c, u, rows, cols));
+                            });
 }
 
 std::int64_t reduced_of(const par::chain_lengths& l, tensor t) {

@@ -24,7 +24,9 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "shardcheck/parallel/case.hpp"
@@ -156,6 +158,25 @@ class gradients {
 // refuses such a case first).
 [[noreturn]] void throw_not_declared();
 
+// Calls run(std::type_identity<T>{}) with T the element type m holds: float or double, and with
+// Mixed also bfloat16_t or half_t (without Mixed, a 16-bit m throws_not_declared and run is never
+// instantiated for a 16-bit T).
+template <bool Mixed, class Run>
+void dispatch(const any_matrix& m, Run&& run) {
+  if (std::holds_alternative<matrix<float>>(m))
+    run(std::type_identity<float>{});
+  else if (std::holds_alternative<matrix<double>>(m))
+    run(std::type_identity<double>{});
+  else if constexpr (Mixed) {
+    if (std::holds_alternative<matrix<bfloat16_t>>(m))
+      run(std::type_identity<bfloat16_t>{});
+    else
+      run(std::type_identity<half_t>{});
+  } else {
+    throw_not_declared();
+  }
+}
+
 // forward's tensors: this rank's blocks of X and W_1…W_L; Y is the kernel's to fill.
 struct forward_io {
   const any_matrix& x;
@@ -166,22 +187,12 @@ struct forward_io {
   // it, which calls visit_mixed.
   template <class F>
   void visit(F&& f) const {
-    if (std::holds_alternative<matrix<float>>(x))
-      run<float>(f);
-    else if (std::holds_alternative<matrix<double>>(x))
-      run<double>(f);
-    else
-      throw_not_declared();
+    dispatch<false>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
   }
   // The same with T also bfloat16_t or half_t, for a kernel that lists policies.
   template <class F>
   void visit_mixed(F&& f) const {
-    if (std::holds_alternative<matrix<bfloat16_t>>(x))
-      run<bfloat16_t>(f);
-    else if (std::holds_alternative<matrix<half_t>>(x))
-      run<half_t>(f);
-    else
-      visit(f);
+    dispatch<true>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
   }
 
  private:
@@ -202,22 +213,12 @@ struct backward_io {
   //        gradients<T> dws); dx and every dW start empty. T is float or double (as forward_io).
   template <class F>
   void visit(F&& f) const {
-    if (std::holds_alternative<matrix<float>>(x))
-      run<float>(f);
-    else if (std::holds_alternative<matrix<double>>(x))
-      run<double>(f);
-    else
-      throw_not_declared();
+    dispatch<false>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
   }
   // The same with T also bfloat16_t or half_t.
   template <class F>
   void visit_mixed(F&& f) const {
-    if (std::holds_alternative<matrix<bfloat16_t>>(x))
-      run<bfloat16_t>(f);
-    else if (std::holds_alternative<matrix<half_t>>(x))
-      run<half_t>(f);
-    else
-      visit(f);
+    dispatch<true>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
   }
 
  private:
