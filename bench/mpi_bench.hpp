@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm_clock.hpp"
@@ -23,6 +25,19 @@ namespace shardcheck::bench {
 inline void keep_freed_memory() {
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
+}
+
+// Appends --benchmark_repetitions=n to a benchmark's arguments (before benchmark::Initialize)
+// unless they hold one: the default count, which the flag on the command line overrides. (A
+// benchmark's own Repetitions() would override the flag instead.) Every rank gets the same
+// command line, so every rank runs the same repetitions. args may end with a nullptr, kept last.
+inline void default_repetitions(std::vector<char*>& args, int n) {
+  for (const char* a : args)
+    if (a != nullptr && std::string_view(a).rfind("--benchmark_repetitions", 0) == 0) return;
+  static std::string flag;
+  flag = "--benchmark_repetitions=" + std::to_string(n);
+  const bool terminated = !args.empty() && args.back() == nullptr;
+  args.insert(terminated ? args.end() - 1 : args.end(), flag.data());
 }
 
 // \note collective over c.

@@ -133,12 +133,15 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(label.c_str(), [&s, m](benchmark::State& st) { step(st, s, m); })
           ->UseManualTime()
           ->Iterations(iterations)
-          ->Repetitions(repetitions)
           ->ReportAggregatesOnly(true)
           ->Unit(benchmark::kMillisecond);
     }
   }
-  benchmark::Initialize(&argc, argv);
+  std::vector<char*> args(argv, argv + argc);
+  bench::default_repetitions(args, repetitions);
+  int nargs = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&nargs, args.data());
   if (w.rank() == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {

@@ -564,6 +564,7 @@ int main(int argc, char** argv) {
       continue;
     args.push_back(argv[i]);
   }
+  sc::bench::default_repetitions(args, repetitions);
   int nargs = static_cast<int>(args.size());
   args.push_back(nullptr);
   benchmark::Initialize(&nargs, args.data());
@@ -573,7 +574,6 @@ int main(int argc, char** argv) {
   const auto configure = [](benchmark::internal::Benchmark* b, const shape& sh) {
     b->UseManualTime()
         ->Iterations(sh.iterations)
-        ->Repetitions(repetitions)
         ->ReportAggregatesOnly(true)
         ->Unit(benchmark::kMillisecond);
   };

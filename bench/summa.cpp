@@ -302,7 +302,11 @@ int main(int argc, char** argv) {
   par::environment env(argc, argv);
   par::comm w = par::comm::world();
   world = &w;
-  benchmark::Initialize(&argc, argv);
+  std::vector<char*> args(argv, argv + argc);
+  bench::default_repetitions(args, 5);
+  int nargs = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&nargs, args.data());
   for (const shape& sh : shapes)
     for (int pr : grid_rows) {
       if (w.size() % pr != 0) continue;
@@ -338,7 +342,7 @@ int main(int argc, char** argv) {
       for (auto* b :
            {benchmark::RegisterBenchmark(("summa" + suffix).c_str(), summa_forward, sh, pr),
             benchmark::RegisterBenchmark(("pdgemm" + suffix).c_str(), pdgemm_forward, sh, pr)})
-        b->Iterations(3)->Repetitions(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+        b->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
     }
   bench::silent_reporter quiet;
   if (w.rank() == 0)
