@@ -10,8 +10,9 @@ bash "$SHARDCHECK_ROOT/ci/setup.sh"
 bash "$SHARDCHECK_ROOT/ci/format.sh"
 bash "$SHARDCHECK_ROOT/ci/build.sh"
 cd "$SHARDCHECK_BUILD"
-# Two tests at a time on two cores (ctest counts an MPI entry's ranks as its PROCESSORS; the
-# entries that time a case run alone: RUN_SERIAL).
+# Two entries at a time on two cores. An entry of more ranks than that says so (PROCESSORS) and
+# runs alone, as do those that time a case out or the machine (RUN_SERIAL); every rank yields
+# its core when idle (env.sh).
 ctest --output-on-failure --timeout 900 -j "$(nproc)" "$@"
 if [ "$#" -eq 0 ]; then
   bash "$SHARDCHECK_ROOT/ci/outside_kernel.sh"

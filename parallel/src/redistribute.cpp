@@ -140,7 +140,7 @@ matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, 
     } else {
       // Rank q's M×c_q block sits at packed[M·offset_q, M·(offset_q + c_q)).
       const partition& cols = *g.col_parts;
-      mem::scratch_vector<T> packed(m * n);
+      mem::tracked_vector<T> packed(m * n);  // gathered into: zeroed (column_parallel.cpp)
       std::copy(in.data.begin(), in.data.end(),
                 packed.begin() +
                     static_cast<std::ptrdiff_t>(m * static_cast<std::size_t>(cols.offset(me))));

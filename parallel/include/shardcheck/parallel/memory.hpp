@@ -70,9 +70,10 @@ template <class T>
 using tracked_vector = std::vector<T, tracking_allocator<T>>;
 
 // Tracked as tracking_allocator, but a vector's elements start default-initialised
-// (indeterminate for float and double) instead of zeroed: for a buffer written whole before it
-// is read, where zeroing first is one more pass over memory (column_parallel's gathered Y
-// blocks: 32 MiB at M = N = 2048 in f64).
+// (indeterminate for float and double) instead of zeroed: for a buffer this rank writes whole
+// before it is read, where zeroing first is one more pass over memory (redistribute's send-side
+// packing). Not for a buffer a collective fills: a faulty collective that leaves a part
+// undelivered must leave the same values in every run.
 template <class T>
 struct uninitialized_allocator : tracking_allocator<T> {
   template <class U>
