@@ -165,23 +165,25 @@ class bucket_stream {
   mem::tracked_vector<T> current_, next_;
 };
 
-// C = A·op(B) + beta·C. While the next bucket's gather is pending (`pending`), in up to 16 pieces
-// of at least 64 rows or columns, cut along C's longer side so that the smaller operand is the one
-// read again for every piece (a batch of 32 rows against 2048 W rows is cut by W rows: cutting its
-// 32 rows would stream the whole bucket from memory once per piece); between pieces MPI
-// progresses the gather (Open MPI advances non-blocking collectives only inside MPI calls).
-// Otherwise (the last bucket, overlap=0, one bucket) in one call: pieces cost OpenBLAS up to a
-// tenth of its rate at 2048³ and have nothing to progress. Either way the cut follows the bucket
-// plan alone, never the gather's progress: cutting by when it finished would sum differently from
-// run to run (OpenBLAS's blocking follows the piece), which the determinism property caught.
+// C = A·op(B) + beta·C. With several buckets (`pieces`), in up to 16 pieces of at least 64 rows
+// or columns, cut along C's longer side so that the smaller operand is the one read again for
+// every piece (a batch of 32 rows against 2048 W rows is cut by W rows: cutting its 32 rows would
+// stream the whole bucket from memory once per piece); between pieces MPI progresses the pending
+// gather (Open MPI advances non-blocking collectives only inside MPI calls). overlap=0 cuts the
+// same pieces, so that the two settings run the same products and differ by the overlap alone
+// (bench/sharded.cpp times one against the other). With one bucket (the default, bucket ≥ W:
+// nothing to overlap), in one call: pieces cost OpenBLAS about a tenth of its rate at 2048³.
+// Either way the cut follows the bucket plan alone, never the gather's progress: cutting by when
+// it finished would sum differently from run to run (OpenBLAS's blocking follows the piece),
+// which the determinism property caught.
 template <class T>
-void gemm_pieces(comm& world, bool pending, bool trans_b, std::size_t m, std::size_t n,
+void gemm_pieces(comm& world, bool pieces, bool trans_b, std::size_t m, std::size_t n,
                  std::size_t k, const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta,
                  T* c, std::size_t ldc) {
   const bool by_rows = m >= n;
   const std::size_t length = by_rows ? m : n;
   const std::size_t chunk =
-      pending ? std::max<std::size_t>(64, (length + 15) / 16) : std::max<std::size_t>(length, 1);
+      pieces ? std::max<std::size_t>(64, (length + 15) / 16) : std::max<std::size_t>(length, 1);
   for (std::size_t i0 = 0; i0 < length; i0 += chunk) {
     const std::size_t len = std::min(chunk, length - i0);
     if (by_rows)
@@ -227,19 +229,19 @@ void sharded_weights::forward(context& ctx, const run_case& c, const forward_io&
     const auto buffer = [&](std::int64_t i) { return buffer_rows(plan, i); };
     bucket_stream<T, decltype(buffer)> stream(world, w, c.part(weight_row_key(c)), plan, overlap,
                                               buffer, reuse_previous_buffer(), start_gathers());
+    const bool pieces = plan.count > 1;
     for (std::int64_t i = 0; i < plan.count; ++i) {
       const T* wb = stream.acquire(i);
-      const bool pending = overlap && i + 1 < plan.count;  // acquire(i) started bucket i+1's
       const auto lo = static_cast<std::size_t>(plan.lo(i));
       const auto rows = static_cast<std::size_t>(plan.hi(i) - plan.lo(i));
       if (m > 0) {
         mem::tracked_vector<float> w_keep;
         const A* wa = wide_view<T>(wb, rows * cols, w_keep);
         if (out_in)  // Y[:, lo:hi] = X · W_bᵀ
-          gemm_pieces<A>(world, pending, true, m, rows, k, xa, k, wa, cols, A(0), acc.data() + lo,
+          gemm_pieces<A>(world, pieces, true, m, rows, k, xa, k, wa, cols, A(0), acc.data() + lo,
                          n);
         else  // Y += X[:, lo:hi] · W_b
-          gemm_pieces<A>(world, pending, false, m, n, rows, xa + lo, k, wa, cols,
+          gemm_pieces<A>(world, pieces, false, m, n, rows, xa + lo, k, wa, cols,
                          i == 0 ? A(0) : A(1), acc.data(), n);
       }
       stream.release();
@@ -276,20 +278,20 @@ void sharded_weights::backward(context& ctx, const run_case& c, const backward_i
     const auto own_rows = [&](std::int64_t i) { return plan.hi(i) - plan.lo(i); };
     bucket_stream<T, decltype(own_rows)> stream(world, w, wrows, plan, overlap, own_rows, false,
                                                 true);
+    const bool pieces = plan.count > 1;
     for (std::int64_t i = 0; i < plan.count; ++i) {
       const T* wb = stream.acquire(i);
-      const bool pending = overlap && i + 1 < plan.count;
       const std::int64_t lo = plan.lo(i), hi = plan.hi(i);
       const auto l = static_cast<std::size_t>(lo), rows = static_cast<std::size_t>(hi - lo);
       if (m > 0) {
         mem::tracked_vector<float> w_keep;
         const A* wa = wide_view<T>(wb, rows * cols, w_keep);
         if (out_in)  // dX += dY[:, lo:hi] · W_b
-          gemm_pieces<A>(world, pending, false, m, k, rows, dya + l, n, wa, cols,
+          gemm_pieces<A>(world, pieces, false, m, k, rows, dya + l, n, wa, cols,
                          i == 0 ? A(0) : A(1), dx_acc.data(), k);
         else  // dX[:, lo:hi] = dY · W_bᵀ
-          gemm_pieces<A>(world, pending, true, m, rows, n, dya, n, wa, cols, A(0),
-                         dx_acc.data() + l, k);
+          gemm_pieces<A>(world, pieces, true, m, rows, n, dya, n, wa, cols, A(0), dx_acc.data() + l,
+                         k);
       }
       stream.release();
       // This bucket's dW partial sums over the local rows, reduce-scattered to the rows' owners
