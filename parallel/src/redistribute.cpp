@@ -180,7 +180,8 @@ matrix<T> redistribute(comm& world, const matrix<T>& in, const global_shape& g, 
   const partition& cols = *g.col_parts;
   const auto rme = static_cast<std::size_t>(rows.size(me));
   mem::tracked_vector<std::int64_t> send(static_cast<std::size_t>(p)), recv(send.size());
-  mem::scratch_vector<T> packed(rme * n);
+  // Sent from below, received into further down: zeroed (column_parallel.cpp).
+  mem::tracked_vector<T> packed(rme * n);
   if (is_s(from, 0)) {
     // Send rows r_me × c_q to q; q's r_q × c_me arrive in row order: the M×c_me output itself.
     all_to_all_counts(rows, cols, me, send, recv);
