@@ -1308,6 +1308,11 @@ int cli_main(int argc, char** argv, par::registry extra) {
     }
     return code;
   };
+  // The command's code, once its output is final (last_words::complete).
+  const auto done = [](int code) {
+    prop::last_words::complete(code);
+    return code;
+  };
   try {
     if (needs_mpi) {
       env = std::make_unique<par::environment>(argc, argv);
@@ -1341,19 +1346,19 @@ int cli_main(int argc, char** argv, par::registry extra) {
         if (!c.params.emplace(name, value).second)
           throw usage_error("--param " + name + " given twice");
       }
-      return do_explain(cat, ex_name, c, ex_json, ex_ranks, ex_record, ex_beside);
+      return done(do_explain(cat, ex_name, c, ex_json, ex_ranks, ex_record, ex_beside));
     }
-    if (verify->parsed()) return do_verify(cat, vo, program);
-    if (selftest->parsed()) return do_selftest(cat, st, st_timeout, program);
+    if (verify->parsed()) return done(do_verify(cat, vo, program));
+    if (selftest->parsed()) return done(do_selftest(cat, st, st_timeout, program));
     if (compare_cmd->parsed())
-      return compare::run(
-          cat.normal(), [&](std::string_view n) { return cat.find(n); }, co);
+      return done(compare::run(
+          cat.normal(), [&](std::string_view n) { return cat.find(n); }, co));
     if (audit_cmd->parsed())
-      return audit::run(
-          cat.normal(), [&](std::string_view n) { return cat.find(n); }, ao);
+      return done(audit::run(
+          cat.normal(), [&](std::string_view n) { return cat.find(n); }, ao));
     if (scale_cmd->parsed())
-      return scale::run(
-          cat.normal(), [&](std::string_view n) { return cat.find(n); }, so);
+      return done(scale::run(
+          cat.normal(), [&](std::string_view n) { return cat.find(n); }, so));
   } catch (const mpi_error& e) {
     return fail(prop::exit_code::runtime, "MPI error: ", e.what());
   } catch (const shardcheck::error& e) {

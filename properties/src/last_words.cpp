@@ -32,6 +32,7 @@ bool speaks = false;
 std::mutex state;
 std::string finished_text;
 std::string running_line;
+std::atomic<int> complete_code{-1};  // ≥ 0 once the command is done (lock-free: signal-safe)
 
 void say(const char* s, std::size_t n) {
   while (n > 0) {
@@ -80,6 +81,7 @@ extern "C" void on_crash(int sig) {
 }
 
 extern "C" void on_interrupt(int sig) {
+  if (const int code = complete_code.load(); code >= 0) ::_exit(code);
   if (!speaks) ::_exit(128 + sig);
   const unsigned char s = static_cast<unsigned char>(sig);
   if (::write(wake_pipe[1], &s, 1) != 1) ::_exit(128 + sig);
@@ -152,6 +154,12 @@ void idle() {
 void finished(std::string text) {
   std::lock_guard lock(state);
   finished_text = std::move(text);
+}
+
+void complete(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  complete_code.store(code);
 }
 
 }  // namespace shardcheck::prop::last_words

@@ -21,5 +21,10 @@ void running(const std::string& replay);
 void idle();
 // The leader's verdicts so far, as an interrupt prints them (the table, its failures).
 void finished(std::string text);
+// The command is done and its output final (complete flushes it): from now on an interrupt ends
+// this rank at once with `code`, silently. That is mpirun's SIGTERM when another rank ended first
+// with a failure's non-zero code (it ends the job's other ranks), which would otherwise report
+// the finished run as interrupted.
+void complete(int code);
 
 }  // namespace shardcheck::prop::last_words
