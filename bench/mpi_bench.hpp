@@ -27,17 +27,20 @@ inline void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 
-// Appends --benchmark_repetitions=n to a benchmark's arguments (before benchmark::Initialize)
-// unless they hold one: the default count, which the flag on the command line overrides. (A
-// benchmark's own Repetitions() would override the flag instead.) Every rank gets the same
-// command line, so every rank runs the same repetitions. args may end with a nullptr, kept last.
-inline void default_repetitions(std::vector<char*>& args, int n) {
-  for (const char* a : args)
-    if (a != nullptr && std::string_view(a).rfind("--benchmark_repetitions", 0) == 0) return;
+// benchmark::Initialize on `args` (argv[0] first), with --benchmark_repetitions=n added unless
+// they hold one: the default count, which the flag on the command line overrides (a benchmark's
+// own Repetitions() would override the flag instead). Every rank gets the same command line, so
+// every rank runs the same repetitions.
+inline void initialize(std::vector<char*> args, int n) {
   static std::string flag;
   flag = "--benchmark_repetitions=" + std::to_string(n);
-  const bool terminated = !args.empty() && args.back() == nullptr;
-  args.insert(terminated ? args.end() - 1 : args.end(), flag.data());
+  if (std::none_of(args.begin(), args.end(), [](const char* a) {
+        return std::string_view(a).rfind("--benchmark_repetitions", 0) == 0;
+      }))
+    args.push_back(flag.data());
+  int count = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&count, args.data());
 }
 
 // \note collective over c.

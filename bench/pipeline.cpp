@@ -137,11 +137,7 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
     }
   }
-  std::vector<char*> args(argv, argv + argc);
-  bench::default_repetitions(args, repetitions);
-  int nargs = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&nargs, args.data());
+  bench::initialize({argv, argv + argc}, repetitions);
   if (w.rank() == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {

@@ -564,10 +564,7 @@ int main(int argc, char** argv) {
       continue;
     args.push_back(argv[i]);
   }
-  sc::bench::default_repetitions(args, repetitions);
-  int nargs = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&nargs, args.data());
+  sc::bench::initialize(std::move(args), repetitions);
 
   const par::registry strategies = par::builtin_strategies();
   bench_state bench;

@@ -302,11 +302,7 @@ int main(int argc, char** argv) {
   par::environment env(argc, argv);
   par::comm w = par::comm::world();
   world = &w;
-  std::vector<char*> args(argv, argv + argc);
-  bench::default_repetitions(args, 5);
-  int nargs = static_cast<int>(args.size());
-  args.push_back(nullptr);
-  benchmark::Initialize(&nargs, args.data());
+  bench::initialize({argv, argv + argc}, 5);
   for (const shape& sh : shapes)
     for (int pr : grid_rows) {
       if (w.size() % pr != 0) continue;
