@@ -106,6 +106,8 @@ void every_call(comm& c) {
   while (!c.test_pending()) {
   }
   c.wait_pending();
+  c.start_broadcast<double>(buffer, 0);
+  c.wait_pending();
   MPI_Request r = c.start_send<double>(in, c.rank(), 3);
   EXPECT_EQ(c.recv<double>(buffer, c.rank(), 3), static_cast<std::int64_t>(p));
   c.wait_send(r);
@@ -117,7 +119,8 @@ TEST(collectives, a_decorator_sees_every_call_above_or_below_the_checker) {
   const std::vector<collective> want = {
       collective::all_gather, collective::all_reduce, collective::reduce_scatter,
       collective::broadcast,  collective::all_to_all, collective::barrier,
-      collective::all_reduce, collective::send,       collective::recv};
+      collective::all_reduce, collective::broadcast,  collective::send,
+      collective::recv};
   for (backend b : {backend::mpi, backend::native})
     for (layer_position at : {layer_position::above, layer_position::below}) {
       std::vector<collective> seen;

@@ -248,6 +248,19 @@ TEST(fault_layer, wrong_root_broadcasts_from_the_next_rank) {
   EXPECT_EQ(r.fake->calls[1].root, 1);
 }
 
+TEST(fault_layer, wrong_root_moves_a_started_broadcast_too) {
+  rig<mutants::bcast_wrong_root> r(0, 3);
+  v buf{5, 6};
+  const call c = broadcast_call(buf, 0);
+  r.layer->start(c);
+  EXPECT_TRUE(same_traffic(r.layer->wait(), fake_collectives::traffic_of(c)));
+  EXPECT_EQ(buf, (v{200, 201}));  // rank 1's data
+  ASSERT_EQ(r.fake->calls.size(), 2u);
+  EXPECT_TRUE(r.fake->calls[1].started);
+  EXPECT_EQ(r.fake->calls[1].root, 1);
+  EXPECT_EQ(r.log->acts, 1);
+}
+
 TEST(fault_layer, reverses_the_received_all_to_all_blocks) {
   const counts_t send{1, 1, 1}, recv{1, 2, 1};
   const v in{10, 11, 12};

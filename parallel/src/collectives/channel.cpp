@@ -20,18 +20,6 @@ void channel::exchange(const void* out, std::int64_t n, int to, void* in, std::i
   received += m * static_cast<std::int64_t>(elem_bytes);
 }
 
-void channel::send(const void* out, std::int64_t n, int to, MPI_Datatype t, std::size_t elem_bytes,
-                   int tag) {
-  check_mpi(MPI_Send(out, as_count(n), t, to, tag, c), "MPI_Send");
-  sent += n * static_cast<std::int64_t>(elem_bytes);
-}
-
-void channel::recv(void* in, std::int64_t m, int from, MPI_Datatype t, std::size_t elem_bytes,
-                   int tag) {
-  check_mpi(MPI_Recv(in, as_count(m), t, from, tag, c, MPI_STATUS_IGNORE), "MPI_Recv");
-  received += m * static_cast<std::int64_t>(elem_bytes);
-}
-
 void channel::post(const void* out, std::int64_t n, int to, void* in, std::int64_t m, int from,
                    MPI_Datatype t, std::size_t elem_bytes, int tag, MPI_Request (&reqs)[2]) {
   reqs[0] = reqs[1] = MPI_REQUEST_NULL;

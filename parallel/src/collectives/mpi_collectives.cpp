@@ -127,6 +127,10 @@ class mpi_collectives final : public collectives {
                                  c_, &request_),
                   "MPI_Iallreduce");
         break;
+      case collective::broadcast:
+        check_mpi(MPI_Ibcast(c.out, static_cast<int>(c.count), t, c.root, c_, &request_),
+                  "MPI_Ibcast");
+        break;
       default:
         throw invalid_problem("start_" + std::string(to_string(c.kind)) + ": no non-blocking form");
     }

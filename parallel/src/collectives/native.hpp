@@ -12,7 +12,7 @@
 //                      (each rank adds its children's partial sums, lowest child first) and a
 //                      binomial broadcast back, segment by segment
 //   broadcast          binomial tree (one message at p = 2); a pipelined chain of segments
-//                      above 16384 elements on p > 2
+//                      above 16384 elements on p > 2 (chosen: backend=native:broadcast=chain)
 //   all-to-all(v)      pairwise: at step s rank r sends to r + s and receives from r − s
 //
 // Example: ring all-reduce of 10 elements on p = 3, chunks 4,3,3 at offsets 0,4,7. Step 0: rank 0
@@ -20,7 +20,7 @@
 // receives chunk 0's partial, adds its own: rank 0 holds chunk 0 complete. Two all-gather steps
 // then hand every complete chunk round the ring.
 //
-// All-gather, reduce-scatter and all-reduce run as a `schedule`: a state machine over steps, each
+// All-gather, reduce-scatter, all-reduce and broadcast run as a `schedule`: a state machine over steps, each
 // step at most one send and one receive (MPI_Isend/MPI_Irecv, posted together) followed by the
 // local additions on what arrived. test() finishes every step whose messages have arrived and
 // posts the next, so a rank that calls it between chunks of work moves the collective on while it
@@ -58,9 +58,6 @@ struct channel {
   // Send n to `to` and receive m from `from` at once.
   void exchange(const void* out, std::int64_t n, int to, void* in, std::int64_t m, int from,
                 MPI_Datatype t, std::size_t elem_bytes, int tag);
-  void send(const void* out, std::int64_t n, int to, MPI_Datatype t, std::size_t elem_bytes,
-            int tag);
-  void recv(void* in, std::int64_t m, int from, MPI_Datatype t, std::size_t elem_bytes, int tag);
   // Posts a receive (m > 0 or from ≥ 0) and a send (to ≥ 0) without waiting; a side not posted
   // leaves MPI_REQUEST_NULL in its slot: reqs[0] the receive, reqs[1] the send.
   void post(const void* out, std::int64_t n, int to, void* in, std::int64_t m, int from,
@@ -94,6 +91,14 @@ class schedule {
   // 2 → 0 (0 holds ((x0 + x1) + (x2 + x3))), then 0 → 2, 0 → 1, 2 → 3.
   template <class T>
   static schedule tree(channel ch, std::span<T> buffer);
+  // Broadcast of `buffer` from `root`, in place. Binomial: rank vr = rank − root receives the
+  // whole buffer from vr less its lowest set bit, then sends it to its children, the farthest
+  // first (p = 5, root 0: 0→4, 0→2, 0→1, 2→3). Chain (`chain`): root → root+1 → … in segments of
+  // ch.segment<T>() elements; step t sends segment t − 1 on and receives segment t, so every link
+  // is busy at once (p = 3, 3 segments: rank 1 receives s0; then s1 while it sends s0 to rank 2;
+  // then s2 while it sends s1; then sends s2). Nothing moves when the buffer is empty.
+  template <class T>
+  static schedule broadcast(channel ch, std::span<T> buffer, int root, bool chain);
 
   // Finishes the steps whose messages have arrived and posts the next; true when all are done.
   bool test();
@@ -103,7 +108,7 @@ class schedule {
   [[nodiscard]] const channel& counted() const { return ch_; }
 
  private:
-  enum class kind { none, ring, recursive_doubling, tree };
+  enum class kind { none, ring, recursive_doubling, tree, binomial, chain };
   struct step {
     const std::byte* send = nullptr;
     std::int64_t send_n = 0;
@@ -140,9 +145,10 @@ class schedule {
   std::byte* out_ = nullptr;
   std::byte* data_ = nullptr;
   std::span<const int> counts_, displs_;
-  std::int64_t seg_ = 0, n_ = 0;  // reduce-scatter or tree segment; recursive doubling's or tree's
-                                  // count
-  int children_ = 0, per_segment_ = 0;  // tree: children, and steps per segment
+  std::int64_t seg_ = 0, n_ = 0;  // reduce-scatter, tree or chain segment; the count of recursive
+                                  // doubling, a tree, a broadcast
+  int children_ = 0, per_segment_ = 0;  // tree, binomial: children; tree: steps per segment
+  int root_ = 0;                        // binomial, chain
   int reduce_steps_ = 0;                // segments · (p − 1); the gather steps follow them
   int steps_ = 0, next_ = 0;            // the algorithm's steps; the next one to post
   bool posted_ = false;
@@ -161,9 +167,9 @@ schedule reduce_scatter(channel ch, const T* in, T* out, std::span<const int> co
 // scratch) receive the balanced chunks the ring runs over.
 template <class T>
 schedule all_reduce(channel ch, std::span<T> buffer, std::span<int> counts, std::span<int> displs);
-// \note collective over ch.c.
+// \note collective over ch.c. In place from root, binomial or chain (channel::algorithm_for).
 template <class T>
-void broadcast(channel& ch, std::span<T> buffer, int root);
+schedule broadcast(channel ch, std::span<T> buffer, int root);
 // \note collective over ch.c.
 template <class T>
 void all_to_all(channel& ch, const T* in, std::span<const int> send_counts,

@@ -52,18 +52,12 @@ class native_collectives final : public collectives {
     switch (c.kind) {
       case collective::all_gather:
       case collective::all_reduce:
-      case collective::reduce_scatter: {
+      case collective::reduce_scatter:
+      case collective::broadcast: {
         native::schedule s = schedule_of(c, false);
         s.wait();
         return counted(s.counted());
       }
-      case collective::broadcast:
-        return typed(c.type, [&]<class T>(std::type_identity<T>) {
-          native::channel ch = channel(false);
-          native::broadcast<T>(ch, {static_cast<T*>(c.out), static_cast<std::size_t>(c.count)},
-                               c.root);
-          return counted(ch);
-        });
       case collective::all_to_all:
         native::to_ints(c.counts, counts_a_, displs_a_);
         native::to_ints(c.recv_counts, counts_b_, displs_b_);
@@ -84,7 +78,7 @@ class native_collectives final : public collectives {
       throw invalid_problem("start_" + std::string(to_string(c.kind)) +
                             ": a non-blocking collective is already pending on this comm");
     if (c.kind != collective::all_gather && c.kind != collective::all_reduce &&
-        c.kind != collective::reduce_scatter)
+        c.kind != collective::reduce_scatter && c.kind != collective::broadcast)
       throw invalid_problem("start_" + std::string(to_string(c.kind)) + ": no non-blocking form");
     pending_ = schedule_of(c, true);
     started_ = true;
@@ -112,8 +106,8 @@ class native_collectives final : public collectives {
     return native::channel{c_, rank_, size_, {scratch, scratch_bytes}, started, 0, 0, chosen_};
   }
 
-  // The schedule of a ring / recursive-doubling / tree collective, on the blocking or the started
-  // scratch.
+  // The schedule of a collective (all but all-to-all and the barrier), on the blocking or the
+  // started scratch.
   native::schedule schedule_of(const call& c, bool started) {
     std::vector<int>& counts = started ? counts_nb_ : counts_a_;
     std::vector<int>& displs = started ? displs_nb_ : displs_a_;
@@ -127,6 +121,9 @@ class native_collectives final : public collectives {
           native::to_ints(c.counts, counts, displs);
           return native::reduce_scatter<T>(channel(started), static_cast<const T*>(c.in), out,
                                            counts, displs);
+        case collective::broadcast:
+          return native::broadcast<T>(channel(started), {out, static_cast<std::size_t>(c.count)},
+                                      c.root);
         default:
           return native::all_reduce<T>(channel(started), {out, static_cast<std::size_t>(c.count)},
                                        counts, displs);

@@ -96,6 +96,26 @@ schedule schedule::tree(channel ch, std::span<T> buffer) {
   return s;
 }
 
+template <class T>
+schedule schedule::broadcast(channel ch, std::span<T> buffer, int root, bool chain) {
+  schedule s = typed<T>(ch, chain ? kind::chain : kind::binomial);
+  s.data_ = reinterpret_cast<std::byte*>(buffer.data());
+  s.n_ = static_cast<std::int64_t>(buffer.size());
+  s.root_ = root;
+  const int p = ch.size, vr = mod(ch.rank - root, p);
+  if (p == 1 || s.n_ == 0) return s;
+  if (chain) {
+    s.seg_ = ch.segment<T>();
+    const std::int64_t segments = (s.n_ + s.seg_ - 1) / s.seg_;
+    if (segments >= INT_MAX) throw invalid_problem("native chain: too many steps");
+    s.steps_ = static_cast<int>(segments) + 1;
+  } else {
+    s.children_ = binomial_children(vr, 0, p);
+    s.steps_ = s.children_ + (vr != 0 ? 1 : 0);
+  }
+  return s;
+}
+
 std::pair<std::int64_t, std::int64_t> schedule::chunk(int k) const {
   const auto i = static_cast<std::size_t>(mod(k, ch_.size));
   return {displs_[i], counts_[i]};
@@ -125,6 +145,34 @@ schedule::step schedule::describe(int t) const {
             -1,
             tags::tree_broadcast};
     st.tag += offset;
+    return st;
+  }
+  if (kind_ == kind::binomial) {
+    const int vr = mod(r - root_, p), up = vr != 0 ? 1 : 0;
+    if (t < up)
+      st = {nullptr, 0, -1, data_, n_, mod(tree_parent(vr) + root_, p), tags::broadcast};
+    else
+      st = {data_,   n_, mod(tree_child(vr, p, children_ - 1 - (t - up)) + root_, p),
+            nullptr, 0,  -1,
+            tags::broadcast};
+    st.tag += offset;
+    return st;
+  }
+  if (kind_ == kind::chain) {
+    const int vr = mod(r - root_, p);
+    const int segments = steps_ - 1;
+    const auto length = [&](int g) { return std::min(seg_, n_ - g * seg_); };
+    if (t > 0 && vr + 1 < p) {  // segment t − 1 on
+      st.send = at(data_, (t - 1) * seg_);
+      st.send_n = length(t - 1);
+      st.to = mod(r + 1, p);
+    }
+    if (t < segments && vr > 0) {  // segment t in
+      st.recv = at(data_, t * seg_);
+      st.recv_n = length(t);
+      st.from = mod(r - 1, p);
+    }
+    st.tag = tags::broadcast + offset;
     return st;
   }
   if (kind_ == kind::recursive_doubling) {
@@ -179,6 +227,7 @@ schedule::step schedule::describe(int t) const {
 
 void schedule::finish(int t) {
   const int p = ch_.size, r = ch_.rank;
+  if (kind_ == kind::binomial || kind_ == kind::chain) return;  // nothing to add
   if (kind_ == kind::tree) {
     if (t % per_segment_ >= children_) return;
     const std::int64_t g0 = static_cast<std::int64_t>(t / per_segment_) * seg_;
@@ -241,7 +290,8 @@ void schedule::wait() {
   template schedule schedule::ring<T>(channel, const T*, T*, bool, T*, bool, std::span<const int>, \
                                       std::span<const int>);                                       \
   template schedule schedule::recursive_doubling<T>(channel, std::span<T>);                        \
-  template schedule schedule::tree<T>(channel, std::span<T>);
+  template schedule schedule::tree<T>(channel, std::span<T>);                                      \
+  template schedule schedule::broadcast<T>(channel, std::span<T>, int, bool);
 SHARDCHECK_SCHEDULE_INSTANTIATE(float)
 SHARDCHECK_SCHEDULE_INSTANTIATE(double)
 // Sums in the storage dtype (reduce=bf16 / f16): each addition widens, adds in f32 and rounds.

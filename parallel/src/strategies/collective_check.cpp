@@ -33,7 +33,9 @@ collective_check::collective_check(collective kind) : kind_(kind) {
     throw invalid_problem("collective_check: only broadcast and all_to_all");
   info_.name = "collective." + std::string(to_string(kind));
   if (is_broadcast()) {
-    info_.summary = "pseudo-strategy: the root computes Y, dX, dW and broadcasts them";
+    info_.summary =
+        "pseudo-strategy: the root computes Y, dX, dW and broadcasts them (dX started, while the "
+        "root computes dW)";
     info_.params = {{"root", 0, 3, 0, "broadcast root (mod p)"}};
   } else {
     info_.summary = "pseudo-strategy: Y computed by rows, all-to-all'd to columns; dW all-reduced";
@@ -124,13 +126,15 @@ void collective_check::backward(context& ctx, const run_case& c, const backward_
       const int root = root_of(c);
       dx = matrix<T>(m, k);
       dw[0] = matrix<T>(w[0].rows, w[0].cols);
-      if (r == root) {
+      if (r == root)
         ref::linear_backward_dx<T>(c.prob.layout, m, n, k, dy.data.data(), w[0].data.data(),
                                    dx.data.data());
+      // dX travels (the started form) while the root computes dW.
+      world.start_broadcast<T>(dx.span(), root);
+      if (r == root)
         ref::linear_backward_dw<T>(c.prob.layout, m, n, k, dy.data.data(), x.data.data(),
                                    dw[0].data.data());
-      }
-      world.broadcast<T>(dx.span(), root);
+      world.wait_pending();
       world.broadcast<T>(dw[0].span(), root);
       return;
     }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 namespace shardcheck::prop::mutants {
 
@@ -251,6 +252,22 @@ traffic bcast_wrong_root::run(const call& c) {
   wrong.root = (c.root + 1) % size();
   (void)inner().run(wrong);
   return t;
+}
+
+void bcast_wrong_root::start(const call& c) {
+  moved_ = c.kind == collective::broadcast && size() >= 2;
+  if (!moved_) return inner().start(c);
+  fired();
+  asked_ = shadow(c);
+  call wrong = c;
+  wrong.root = (c.root + 1) % size();
+  inner().start(wrong);
+}
+
+traffic bcast_wrong_root::wait() {
+  const traffic t = inner().wait();
+  if (!std::exchange(moved_, false)) return t;
+  return asked_;
 }
 
 traffic a2a_reversed::run(const call& c) {

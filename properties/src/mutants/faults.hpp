@@ -189,11 +189,18 @@ class reduce_in_bf16 final : public fault_layer {
   untracked_vector<std::byte> in_;
 };
 
-// Broadcasts from (root+1) mod p.
+// Broadcasts from (root+1) mod p, blocking or started; reports the traffic of the broadcast asked
+// for.
 class bcast_wrong_root final : public fault_layer {
  public:
   using fault_layer::fault_layer;
   par::traffic run(const par::call& c) override;
+  void start(const par::call& c) override;
+  par::traffic wait() override;
+
+ private:
+  bool moved_ = false;  // the pending call is a moved broadcast
+  par::traffic asked_;  // … and the traffic of the one asked for
 };
 
 // The received blocks laid out in reverse sender order.

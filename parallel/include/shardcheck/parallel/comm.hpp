@@ -304,10 +304,8 @@ class comm {
   // \note collective over this comm.
   template <class T>
   void broadcast(std::span<T> buffer, int root) {
-    call c = make_call<T>(collective::broadcast, nullptr, buffer.data(), buffer.size());
-    c.root = root;
     const pmpi::internal own;
-    stack_->run(c);
+    stack_->run(broadcast_call(buffer, root));
   }
   // \note collective over this comm. Parts are contiguous in rank order in both buffers.
   template <class T>
@@ -345,6 +343,11 @@ class comm {
   void start_all_reduce_sum(std::span<T> buffer) {
     const pmpi::internal own;
     stack_->start(reduce_call(buffer));
+  }
+  template <class T>
+  void start_broadcast(std::span<T> buffer, int root) {
+    const pmpi::internal own;
+    stack_->start(broadcast_call(buffer, root));
   }
   bool test_pending() {
     const pmpi::internal own;
@@ -394,6 +397,12 @@ class comm {
     c.in = in;
     c.out = out;
     c.count = static_cast<std::int64_t>(count);
+    return c;
+  }
+  template <class T>
+  static call broadcast_call(std::span<T> buffer, int root) {
+    call c = make_call<T>(collective::broadcast, nullptr, buffer.data(), buffer.size());
+    c.root = root;
     return c;
   }
   template <class T>
