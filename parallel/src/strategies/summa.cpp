@@ -1,7 +1,9 @@
 #include "strategies/summa.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "shardcheck/reference/gemm.hpp"
 #include "strategies/mixed_ops.hpp"
@@ -33,6 +35,52 @@ ledger_entry on_axis(ledger_entry e, int axis) {
 std::size_t ld(std::int64_t cols) {
   return static_cast<std::size_t>(std::max<std::int64_t>(1, cols));
 }
+
+// Panel [lo, hi) as rank (i, j) of a pr × pc mesh takes part in it. The rank reads the panel where
+// it lies, and as its root broadcasts it from there, when the axis it travels along has one rank,
+// or when the rank is the root and the panel is the whole of its block along K (X: K@1_j; W in
+// out_in: K_i; W in in_out, whose panel rows are contiguous, any rows of its own block).
+// Otherwise the panel goes through one of the rank's panel buffers.
+struct panel {
+  std::int64_t lo = 0, hi = 0;
+  int jx = 0, iw = 0, w_root = 0;  // the owners of its X and W parts; the W broadcast's root
+  bool x_in_place = false, w_in_place = false;
+};
+
+template <class Root>
+panel panel_at(const run_case& c, int i, int j, int pr, int pc, std::int64_t lo, Root w_root_of) {
+  const partition &ks = c.part("K"), &ks1 = c.part("K@1");
+  panel t;
+  t.lo = lo;
+  t.hi = summa_panel_end(ks, ks1, lo);
+  t.jx = ks1.owner(lo);
+  t.iw = ks.owner(lo);
+  t.w_root = w_root_of(t.iw);
+  const auto whole = [&](const partition& part, int q) {
+    return lo == part.offset(q) && t.hi == part.offset(q) + part.size(q);
+  };
+  t.x_in_place = pc == 1 || (j == t.jx && whole(ks1, j));
+  t.w_in_place = pr == 1 || (i == t.w_root && t.w_root == t.iw &&
+                             (c.prob.layout == weight_layout::in_out || whole(ks, i)));
+  return t;
+}
+
+// The panel buffers rank (i, j) holds for X and for W: two when two or more of its panels need
+// one (the next panel arrives in one while the product reads the other), one when one does.
+template <class Root>
+std::pair<std::int64_t, std::int64_t> panel_buffers(const run_case& c, int i, int j, int pr,
+                                                    int pc, Root w_root_of) {
+  std::int64_t x = 0, w = 0;
+  for (std::int64_t lo = 0; lo < c.prob.K;) {
+    const panel t = panel_at(c, i, j, pr, pc, lo, w_root_of);
+    x += t.x_in_place ? 0 : 1;
+    w += t.w_in_place ? 0 : 1;
+    lo = t.hi;
+  }
+  return {std::min<std::int64_t>(x, 2), std::min<std::int64_t>(w, 2)};
+}
+
+int same_root(int owner) { return owner; }
 }  // namespace
 
 summa::summa() {
@@ -92,7 +140,8 @@ claims summa::cost(const run_case& c, std::span<const int> coords) const {
     lo = hi;
   }
   const std::int64_t kmax = widest_panel(ks, ks1);
-  peak.forward = (mi * nj + (mi + nj) * kmax) * s;
+  const auto [xbufs, wbufs] = panel_buffers(c, i, j, pr, pc, same_root);
+  peak.forward = (mi * nj + (xbufs * mi + wbufs * nj) * kmax) * s;
 
   log.backward.push_back(on_axis(all_gather_entry(c.backend, rows.scaled(nj), i, es), 0));
   // The partials reduce-scattered are f32 in a bf16 / f16 case.
@@ -125,11 +174,12 @@ claims summa::cost(const run_case& c, std::span<const int> coords) const {
   return out;
 }
 
-// Per panel the product reads its operands where they are: a panel broadcast over a one-rank axis
-// (pr = 1 for W, pc = 1 for X) is still issued, so the ledger stays the cost model's, but the
-// product reads the local block in place (ld = its width) instead of a packed copy. Example 1 × 2
-// on 2048³: X panels (2048 × 1024) are packed and broadcast along the mesh row; W panels are read
-// straight from W's 1024 × 2048 block at column lo, ld = 2048.
+// Panel after panel, the next panel's two broadcasts are started before this panel's product, so
+// that they travel while it runs (a root broadcasting from its own block waits for no copy).
+// Example 1 × 2 on 2048³: the X panels are the two ranks' whole 2048 × 1024 blocks, broadcast
+// from where they lie; W panels are read straight from W's 1024 × 2048 block at column lo,
+// ld = 2048. Rank 1 receives panel 0 into its buffer, then starts broadcasting its own block
+// (panel 1) and multiplies panel 0 while it goes.
 void summa::forward(context& ctx, const run_case& c, const forward_io& io) const {
   io.visit_mixed([&]<class T>(const matrix<T>& x, weights<T> ws, matrix<T>& y) {
     using A = wide_t<T>;  // the products' dtype: f32 for bf16 / f16 (panels broadcast in T)
@@ -137,15 +187,20 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
     comm& column = ctx.grid.axis(0);  // the ranks of this mesh column: varying i
     comm& row = ctx.grid.axis(1);     // the ranks of this mesh row: varying j
     const int i = ctx.grid.coords()[0], j = ctx.grid.coords()[1];
-    const int pr = ctx.grid.dims()[0];
+    const int pr = ctx.grid.dims()[0], pc = ctx.grid.dims()[1];
     const partition &ks = c.part("K"), &ks1 = c.part("K@1");
     const bool out_in = c.prob.layout == weight_layout::out_in;
     const auto mi = x.rows, nj = static_cast<std::size_t>(c.part("N@1").size(j));
+    const auto ki = static_cast<std::size_t>(ks.size(i));
     const auto kmax = static_cast<std::size_t>(widest_panel(ks, ks1));
-    const bool x_here = row.size() == 1, w_here = column.size() == 1;
+    const auto root_of = [&](int owner) { return w_panel_root(owner, pr); };
     y = matrix<T>(mi, nj);
-    mixed::partial<T> acc(y);              // Y summed in A, rounded once at the end
-    matrix<T> xp(mi, kmax), wp(kmax, nj);  // panel buffers: mi×kk and kk×nj (out_in: nj×kk)
+    mixed::partial<T> acc(y);  // Y summed in A, rounded once at the end
+    // Panel buffers, used in turn: mi×kk and kk×nj (out_in: nj×kk) each.
+    const auto [xbufs, wbufs] = panel_buffers(c, i, j, pr, pc, root_of);
+    mem::tracked_vector<T> xb(static_cast<std::size_t>(xbufs) * mi * kmax),
+        wb(static_cast<std::size_t>(wbufs) * kmax * nj);
+    int x_turn = 0, w_turn = 0;
     // A 16-bit panel widened (dense, its leading dimension kept), once per product.
     mem::tracked_vector<float> xw, ww;
     if constexpr (is_16bit_v<T>) {
@@ -163,57 +218,88 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
         return p;
       }
     };
-    bool first = true;  // the first product overwrites Y (tracked memory is
-                        // not initialised)
-    for (std::int64_t lo = 0; lo < c.prob.K;) {
-      const std::int64_t hi = summa_panel_end(ks, ks1, lo);
-      const auto kk = static_cast<std::size_t>(hi - lo);
-      const int jx = ks1.owner(lo), iw = ks.owner(lo);
-      const T* xa = xp.data.data();
-      std::size_t lda = kk;
-      if (x_here && mi > 0) {
-        xa = x.data.data() + (lo - ks1.offset(j));
-        lda = x.cols;
-      } else if (j == jx) {
-        const auto at = static_cast<std::size_t>(lo - ks1.offset(j));
-        for (std::size_t r = 0; r < mi; ++r)
-          std::copy_n(x.row(r) + at, kk, xp.data.data() + r * kk);
+    // Where a started panel's operands will be, and their leading dimensions.
+    struct operands {
+      panel t;
+      const T* xa;
+      std::size_t lda;
+      const T* wa;
+      std::size_t ldb;
+    };
+    // Packs what this rank sends of panel t (as a root reading from a buffer) and starts both
+    // broadcasts. A root broadcasting in place hands the collective its own block: a broadcast
+    // only reads the root's buffer.
+    const auto start = [&](const panel& t) {
+      const auto kk = static_cast<std::size_t>(t.hi - t.lo);
+      operands o{t, nullptr, kk, nullptr, out_in ? kk : nj};
+      if (t.x_in_place) {
+        o.xa = x.data.empty() ? x.data.data() : x.data.data() + (t.lo - ks1.offset(j));
+        o.lda = x.cols;
+      } else {
+        T* buf = xb.data() + static_cast<std::size_t>(x_turn++ % xbufs) * mi * kmax;
+        if (j == t.jx) {
+          const auto at = static_cast<std::size_t>(t.lo - ks1.offset(j));
+          for (std::size_t r = 0; r < mi; ++r) std::copy_n(x.row(r) + at, kk, buf + r * kk);
+        }
+        o.xa = buf;
       }
-      row.broadcast<T>(std::span<T>(xp.data.data(), mi * kk), jx);
-      const int root = w_panel_root(iw, pr);
-      const T* wb = wp.data.data();
-      std::size_t ldb = out_in ? kk : nj;
-      const auto ki = static_cast<std::size_t>(ks.size(i));
-      if (w_here && ki > 0 && nj > 0) {
-        const auto k0 = static_cast<std::size_t>(lo - ks.offset(iw));
-        wb = out_in ? w.data.data() + k0 : w.row(k0);
-        ldb = w.cols;
-      } else if (i == root) {
-        // Local K index of panel row t (wraps only for a root other than iw, whose block may be
-        // shorter).
-        const auto k_of = [&](std::size_t t) {
-          return ki == 0 ? 0 : (static_cast<std::size_t>(lo - ks.offset(iw)) + t) % ki;
-        };
-        if (out_in)  // W rows are N: row q of the panel is W[q, k…], read along the row
-          for (std::size_t q = 0; q < nj; ++q)
-            for (std::size_t t = 0; t < kk; ++t)
-              wp.data[q * kk + t] = ki == 0 ? T(0) : w.row(q)[k_of(t)];
-        else  // W rows are K: panel row t is W[k_t, :]
-          for (std::size_t t = 0; t < kk; ++t)
+      row.start_broadcast<T>(std::span<T>(const_cast<T*>(o.xa), mi * kk), t.jx);
+      if (t.w_in_place) {
+        const auto k0 = static_cast<std::size_t>(t.lo - ks.offset(t.iw));
+        o.wa = w.data.empty() ? w.data.data() : out_in ? w.data.data() + k0 : w.row(k0);
+        o.ldb = w.cols;
+      } else {
+        T* buf = wb.data() + static_cast<std::size_t>(w_turn++ % wbufs) * kmax * nj;
+        if (i == t.w_root) {
+          // Local K index of panel row u (wraps only for a root other than iw, whose block may
+          // be shorter).
+          const auto k_of = [&](std::size_t u) {
+            return ki == 0 ? 0 : (static_cast<std::size_t>(t.lo - ks.offset(t.iw)) + u) % ki;
+          };
+          if (out_in)  // W rows are N: row q of the panel is W[q, k…], read along the row
             for (std::size_t q = 0; q < nj; ++q)
-              wp.data[t * nj + q] = ki == 0 ? T(0) : w.row(k_of(t))[q];
+              for (std::size_t u = 0; u < kk; ++u)
+                buf[q * kk + u] = ki == 0 ? T(0) : w.row(q)[k_of(u)];
+          else  // W rows are K: panel row u is W[k_u, :]
+            for (std::size_t u = 0; u < kk; ++u)
+              for (std::size_t q = 0; q < nj; ++q)
+                buf[u * nj + q] = ki == 0 ? T(0) : w.row(k_of(u))[q];
+        }
+        o.wa = buf;
       }
-      column.broadcast<T>(std::span<T>(wp.data.data(), kk * nj), root);
+      column.start_broadcast<T>(std::span<T>(const_cast<T*>(o.wa), kk * nj), t.w_root);
+      return o;
+    };
+    bool first = true;  // the first product overwrites Y
+    std::optional<operands> now;
+    if (c.prob.K > 0) now = start(panel_at(c, i, j, pr, pc, 0, root_of));
+    while (now) {
+      const operands o = *now;
+      // A rank waits before the product only for what it receives; a root's broadcast goes on.
+      if (pc > 1 && j != o.t.jx) row.wait_pending();
+      if (pr > 1 && i != o.t.w_root) column.wait_pending();
+      const bool more = o.t.hi < c.prob.K;
+      const auto next = [&] {
+        row.wait_pending();
+        column.wait_pending();
+        return more ? std::optional<operands>(start(panel_at(c, i, j, pr, pc, o.t.hi, root_of)))
+                    : std::nullopt;
+      };
+      // The next panel starts before this product when this panel's broadcasts have finished
+      // here (one pending call per comm), else right after it.
+      now.reset();
+      if (more && row.test_pending() && column.test_pending()) now = next();
+      const auto kk = static_cast<std::size_t>(o.t.hi - o.t.lo);
       // The widened panels are dense (ld = their width); f32 / f64 read in place.
       const bool b16 = is_16bit_v<T>;
-      const A* xs = wide(xa, mi, kk, lda, xw);
-      const A* wsp = out_in ? wide(wb, nj, kk, ldb, ww) : wide(wb, kk, nj, ldb, ww);
-      const std::size_t lda_a = b16 ? kk : lda, ldb_a = b16 ? (out_in ? kk : nj) : ldb;
+      const A* xs = wide(o.xa, mi, kk, o.lda, xw);
+      const A* wsp = out_in ? wide(o.wa, nj, kk, o.ldb, ww) : wide(o.wa, kk, nj, o.ldb, ww);
+      const std::size_t lda_a = b16 ? kk : o.lda, ldb_a = b16 ? (out_in ? kk : nj) : o.ldb;
       ref::gemm<A>(false, out_in, mi, nj, kk, A(1), xs, ld(static_cast<std::int64_t>(lda_a)), wsp,
                    ld(static_cast<std::int64_t>(ldb_a)), first ? A(0) : A(1), acc.data(),
                    ld(static_cast<std::int64_t>(nj)));
       first = false;
-      lo = hi;
+      if (!now) now = next();
     }
     if (first) std::fill(acc.span().begin(), acc.span().end(), A(0));  // K = 0: no panel
     acc.round();

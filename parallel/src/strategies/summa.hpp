@@ -18,7 +18,13 @@
 // Chain: Y's K products are summed in k order, panel after panel into one accumulator, so the
 // chain behind an element is at most kk_t − 1 additions inside panel t, one into the accumulator
 // and one per later panel: kk_t + (T − t) ≤ Σ kk = K. The chain is K, as for the reference.
-// Peak: Y (m_i·n_j) plus the two panel buffers sized for the widest panel, (m_i + n_j)·kmax.
+// Overlap: panel t + 1's two broadcasts are started before panel t's product whenever panel t's
+// have finished on this rank (one started call per comm), else right after it; a rank waits
+// before a product only for the parts it receives, so a root multiplies while its broadcast goes.
+// A panel that is the root's whole block along K (or that travels along a one-rank axis) is sent
+// and read where it lies; any other goes through a panel buffer.
+// Peak: Y (m_i·n_j) plus the panel buffers, each sized for the widest panel: for X (m_i·kmax)
+// and for W (n_j·kmax) two when two or more of the rank's panels need one, one when one does.
 //
 // Backward, the operand-stationary SUMMA variants (the panel broadcasts of each variant issued as
 // one all-gather, the panel reductions as one reduce-scatter), because dX = dY·W and dW = dYᵀ·X
