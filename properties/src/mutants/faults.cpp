@@ -83,16 +83,17 @@ traffic fault_layer::shadow(const call& c) {
 // --- all-gather -----------------------------------------------------------------------------
 
 namespace {
-// Runs c through `inner`, then puts part k back as it was before the call.
-traffic without_part(par::collectives& inner, const call& c, int k,
-                     untracked_vector<std::byte>& saved) {
-  const std::size_t es = c.elem_bytes();
-  const std::int64_t n = c.counts[static_cast<std::size_t>(k)];
-  const std::int64_t off = displacement(c.counts, k);
-  saved.resize(std::max<std::size_t>(as_size(n) * es, 1));
-  copy_elements(saved.data(), at(c.out, off, es), n, es);
+// Zeroes the n elements at element `off` of c's result: a part that never arrived. Zeros, not what
+// the buffer held, so that the result is the same whatever the kernel left there (a kernel may
+// hand a collective an uninitialised buffer it fills whole).
+void zero_part(const call& c, std::int64_t off, std::int64_t n) {
+  if (n > 0) std::memset(at(c.out, off, c.elem_bytes()), 0, as_size(n) * c.elem_bytes());
+}
+
+// Runs c through `inner`, then zeroes part k.
+traffic without_part(par::collectives& inner, const call& c, int k) {
   const traffic t = inner.run(c);
-  copy_elements(at(c.out, off, es), saved.data(), n, es);
+  zero_part(c, displacement(c.counts, k), c.counts[static_cast<std::size_t>(k)]);
   return t;
 }
 }  // namespace
@@ -103,7 +104,7 @@ traffic ag_drop_last::run(const call& c) {
       c.counts[static_cast<std::size_t>(p - 1)] == 0)
     return inner().run(c);
   fired();
-  return without_part(inner(), c, p - 1, saved_);
+  return without_part(inner(), c, p - 1);
 }
 
 traffic ag_ring_short::run(const call& c) {
@@ -112,7 +113,7 @@ traffic ag_ring_short::run(const call& c) {
   const int next = (rank() + 1) % p;
   if (c.counts[static_cast<std::size_t>(next)] == 0) return inner().run(c);
   fired();
-  return without_part(inner(), c, next, saved_);
+  return without_part(inner(), c, next);
 }
 
 traffic ag_reversed::run(const call& c) {
@@ -337,8 +338,6 @@ void started_early::start(const call& c) {
     count_ = c.counts[static_cast<std::size_t>(next)];
     if (count_ > 0) {
       at_ = displacement(c.counts, next);
-      saved_.resize(as_size(count_) * es);
-      copy_elements(saved_.data(), at(c.out, at_, es), count_, es);
       pending_ = pending::gather;
     }
   } else if (p >= 2 && c.count > 0 &&
@@ -365,7 +364,7 @@ traffic started_early::wait() {
   const traffic t = inner().wait();
   const std::size_t es = call_.elem_bytes();
   switch (pending_) {
-    case pending::gather: copy_elements(at(call_.out, at_, es), saved_.data(), count_, es); break;
+    case pending::gather: zero_part(call_, at_, count_); break;
     case pending::scatter: copy_elements(call_.out, at(call_.in, at_, es), count_, es); break;
     case pending::reduce:  // the buffer never saw the reduction
     case pending::none: break;

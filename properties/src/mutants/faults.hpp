@@ -9,7 +9,8 @@
 // layer's scratch (a "shadow" run), and its traffic is returned — whatever the backend.
 //
 // Example, p = 3, all-gather of counts 2,1,2 into [a a | b | c c] (rank 0 holds a, …):
-//   ag_drop_last   ranks 0, 1 end with [a a | b | 0 0] (what was there before), rank 2 is whole
+//   ag_drop_last   ranks 0, 1 end with [a a | b | 0 0] (a part that never arrives reads zeros,
+//                  whatever the buffer held), rank 2 is whole
 //   ag_ring_short  rank r misses rank r+1's part: rank 0 [a a | 0 | c c], rank 2 [0 0 | b | c c]
 //   ag_reversed    every rank ends with [c c | b | a a]
 // and an all-reduce of x_0, x_1, x_2 (rank r's partial x_r, rank order tree (x_0+x_1)+x_2):
@@ -70,24 +71,18 @@ class fault_layer : public par::collectives {
 
 // --- all-gather -----------------------------------------------------------------------------
 
-// The last rank's part never arrives: the other ranks keep what their buffer held there.
+// The last rank's part never arrives: the other ranks read zeros there.
 class ag_drop_last final : public fault_layer {
  public:
   using fault_layer::fault_layer;
   par::traffic run(const par::call& c) override;
-
- private:
-  untracked_vector<std::byte> saved_;
 };
 
-// A ring one step short: rank r never receives rank (r+1) mod p's part (it keeps what was there).
+// A ring one step short: rank r never receives rank (r+1) mod p's part (it reads zeros there).
 class ag_ring_short final : public fault_layer {
  public:
   using fault_layer::fault_layer;
   par::traffic run(const par::call& c) override;
-
- private:
-  untracked_vector<std::byte> saved_;
 };
 
 // The parts laid out in reverse rank order: rank p−1's first.
@@ -248,7 +243,7 @@ class extra_barrier final : public fault_layer {
 // --- started (non-blocking) collectives ------------------------------------------------------
 
 // A started collective ends early: an all-gather without rank (r+1) mod p's part (the ring's
-// last step), a reduce-scatter or all-reduce skipped (each rank keeps its own partial of what it
+// last step; it reads zeros), a reduce-scatter or all-reduce skipped (each rank keeps its own partial of what it
 // would receive). Blocking calls pass.
 class started_early final : public fault_layer {
  public:
@@ -260,8 +255,8 @@ class started_early final : public fault_layer {
   enum class pending { none, gather, reduce, scatter };
   pending pending_ = pending::none;
   par::call call_;
-  std::int64_t at_ = 0, count_ = 0;  // the part to restore (gather) or keep (scatter), elements
-  untracked_vector<std::byte> saved_, scratch_;
+  std::int64_t at_ = 0, count_ = 0;  // the part to zero (gather) or keep (scatter), elements
+  untracked_vector<std::byte> scratch_;
 };
 
 // --- point-to-point ---------------------------------------------------------------------------

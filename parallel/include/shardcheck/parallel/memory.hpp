@@ -70,10 +70,11 @@ template <class T>
 using tracked_vector = std::vector<T, tracking_allocator<T>>;
 
 // Tracked as tracking_allocator, but a vector's elements start default-initialised
-// (indeterminate for float and double) instead of zeroed: for a buffer this rank writes whole
-// before it is read, where zeroing first is one more pass over memory (redistribute's send-side
-// packing). Not for a buffer a collective fills: a faulty collective that leaves a part
-// undelivered must leave the same values in every run.
+// (indeterminate for float and double) instead of zeroed: for a buffer written whole before it is
+// read, by this rank or by a collective, where zeroing first is one more pass over memory
+// (redistribute's send-side packing, column_parallel's gathered blocks). A fault layer that
+// leaves part of a collective's result undelivered zeroes that part, so that a faulty run gives
+// the same values every time.
 template <class T>
 struct uninitialized_allocator : tracking_allocator<T> {
   template <class U>
