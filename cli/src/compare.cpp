@@ -306,7 +306,8 @@ calibration calibrate(const options& o, const problem& prob, int p, par::backend
     const std::int64_t m = (prob.M + p - 1) / p;
     const std::int64_t k = prob.K, n = prob.layers() > 1 ? prob.hidden.front() : prob.N;
     cal.gemm_rate =
-        prob.type == dtype::f32 ? gemm_probe<float>(m, n, k) : gemm_probe<double>(m, n, k);
+        // bf16 / f16 products are summed in f32 (sgemm on widened blocks).
+        prob.type == dtype::f64 ? gemm_probe<double>(m, n, k) : gemm_probe<float>(m, n, k);
     cal.gemm_probed = true;
     cal.probe["gemm"] = {{"dtype", to_string(prob.type)}, {"M", m}, {"N", n}, {"K", k}};
   }
@@ -424,10 +425,48 @@ whole<T> whole_inputs(const par::run_case& c) {
   return w;
 }
 
+// A bf16 / f16 problem's inputs widened to f32 (exactly).
+template <class T>
+whole<float> widened(const whole<T>& w) {
+  const auto wide = [](const par::matrix<T>& m) {
+    par::matrix<float> out(m.rows, m.cols);
+    ref::widen<T>(m.data.data(), m.data.size(), out.data.data());
+    return out;
+  };
+  whole<float> f;
+  f.x = wide(w.x);
+  f.dy = wide(w.dy);
+  for (const auto& wl : w.ws) f.ws.push_back(wide(wl));
+  return f;
+}
+
+template <class T>
+void reference_step_typed(const par::run_case& c, whole<T>& w);
+
 // One training step of the whole problem: Y, then dX and every dW (a stack through its hidden
 // pre-activations, with the activation between layers).
 template <class T>
 void reference_step(const par::run_case& c, whole<T>& w) {
+  if constexpr (is_16bit_v<T>) {
+    // A single device's bf16 / f16 step: the inputs widened, summed in f32, rounded once.
+    whole<float> f = widened(w);
+    reference_step<float>(c, f);
+    const auto narrow = [](const par::matrix<float>& from, par::matrix<T>& to) {
+      to = par::matrix<T>(from.rows, from.cols);
+      ref::narrow<T>(from.data.data(), from.data.size(), to.data.data());
+    };
+    narrow(f.y, w.y);
+    narrow(f.dx, w.dx);
+    w.dws.resize(f.dws.size());
+    for (std::size_t l = 0; l < f.dws.size(); ++l) narrow(f.dws[l], w.dws[l]);
+    return;
+  } else {
+    reference_step_typed(c, w);
+  }
+}
+
+template <class T>
+void reference_step_typed(const par::run_case& c, whole<T>& w) {
   const problem& p = c.prob;
   const std::vector<std::int64_t> d = p.widths();
   const auto M = static_cast<std::size_t>(p.M);
@@ -482,8 +521,14 @@ struct expected_outputs {
   std::vector<std::vector<double>> dw_stat;
 };
 
+// bf16 / f16: the reference's f32 values b before their rounding (what the window is centred on),
+// from the widened inputs.
 template <class T>
 expected_outputs expect_single(const par::run_case& c, whole<T>& w) {
+  if constexpr (is_16bit_v<T>) {
+    whole<float> f = widened(w);
+    return expect_single<float>(c, f);
+  }
   const problem& p = c.prob;
   const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
              K = static_cast<std::size_t>(p.K);
@@ -573,7 +618,8 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
     if (b.rows == 0 || b.cols == 0) continue;
     const auto& g = std::get<par::matrix<T>>(got[i]);
     const any_matrix& want_any = t.t == tensor::y ? e.y : t.t == tensor::dx ? e.dx : e.dws[t.layer];
-    const auto& want = std::get<par::matrix<T>>(want_any);
+    // bf16 / f16: the f32 values b, judged by the window around them (prop::mixed_windows_of).
+    const auto& want = std::get<par::matrix<wide_t<T>>>(want_any);
     const std::vector<double>& mag = t.t == tensor::y    ? e.y_mag
                                      : t.t == tensor::dx ? e.dx_mag
                                                          : e.dw_mag[t.layer];
@@ -583,10 +629,13 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
                                       : t.layer < e.dw_stat.size() ? &e.dw_stat[t.layer]
                                                                    : nullptr;
     if (stat != nullptr && stat->empty()) stat = nullptr;
-    if (!e.mag_is_bound) {
+    const std::int64_t k_ref = t.t == tensor::y ? p.K : t.t == tensor::dx ? p.N : p.M;
+    [[maybe_unused]] prop::mixed_windows windows;
+    if constexpr (is_16bit_v<T>) {
+      windows = prop::mixed_windows_of(c, *cl.chains, t.t);
+    } else if (!e.mag_is_bound) {
       const par::chain_lengths ch = cl.chains ? cl.chains->front() : par::chain_lengths{};
       const std::int64_t k_par = t.t == tensor::y ? ch.y : t.t == tensor::dx ? ch.dx : ch.dw;
-      const std::int64_t k_ref = t.t == tensor::y ? p.K : t.t == tensor::dx ? p.N : p.M;
       gam = ref::gamma(k_par, p.type) + ref::gamma(k_ref, p.type);
       if (lambda > 0)
         gam_stat = ref::tier_gamma(k_par, p.type, lambda) + ref::tier_gamma(k_ref, p.type, lambda);
@@ -607,13 +656,26 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
     for (std::size_t r = 0; r < g.rows; ++r)
       for (std::size_t col = 0; col < g.cols; ++col) {
         const std::size_t at = rows[r] * want.cols + cols[col];
-        const double got_v = g.data[r * g.cols + col], want_v = want.data[at], m = mag[at];
+        const double got_v = static_cast<double>(static_cast<wide_t<T>>(g.data[r * g.cols + col])),
+                     want_v = want.data[at], m = mag[at];
         if (!std::isfinite(got_v)) {
           a.finite = false;
           continue;
         }
         const double err = std::abs(got_v - want_v);
         if (m > 0 && !e.mag_is_bound) a.err_u_mag = std::max(a.err_u_mag, err / (u * m));
+        if constexpr (is_16bit_v<T>) {
+          const T got_t = g.data[r * g.cols + col];
+          if (c.mode == value_mode::exact) {  // bitwise: round(b) itself
+            if (got_t != T(static_cast<float>(want_v))) a.bound_share = a.stat_share = INFINITY;
+            continue;
+          }
+          a.bound_share = std::max(
+              a.bound_share, ref::window_share<T>(got_t, want_v, m, windows.rigorous, k_ref));
+          a.stat_share = std::max(
+              a.stat_share, ref::window_share<T>(got_t, want_v, m, windows.statistical, k_ref));
+          continue;
+        }
         const double bound = e.mag_is_bound ? m : gam * m;
         if (bound > 0)
           a.bound_share = std::max(a.bound_share, err / bound);
@@ -747,7 +809,7 @@ void first_step(measured& s, const expected_outputs* single, const whole<T>* w) 
   error_audit a;
   if (single != nullptr) {
     audit_blocks<T>(plan, s.c, cl, r.outputs, *single, a);
-  } else {
+  } else if constexpr (!is_16bit_v<T>) {  // bf16 / f16 runs a single layer only
     const std::vector<par::chain_lengths> chains =
         cl.chains ? *cl.chains : std::vector<par::chain_lengths>(s.c.prob.layers());
     const expected_outputs e = expect_stack<T>(s.c, *w, chains, lambda_of(s.c, cl));
@@ -1041,9 +1103,18 @@ std::string broken(const measured& s) {
   if (!s.err.finite || s.err.bound_share > 1)
     add("its outputs are outside their error bound (" +
         (s.err.finite ? ratio(s.err.bound_share) + "× the bound" : "non-finite") + ")");
+  else if (s.err.stat_share > 1)
+    add("its outputs are outside their statistical bound (" + ratio(s.err.stat_share) +
+        "× it), which a correct kernel exceeds with probability ≤ " +
+        fmt("%.0e", ref::statistical_p_fail));
   if (!s.ledger_matches) add("its collectives differ from its claimed ledger");
   if (s.peak_over_bound) add("its measured peak is above its claimed bound");
   return broke;
+}
+
+// The precision policy the strategies run under (one for all: --reduce).
+precision chosen_policy(const std::vector<measured>& chosen) {
+  return chosen.empty() ? precision{} : chosen.front().c.policy;
 }
 
 template <class T>
@@ -1134,8 +1205,10 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
       p, static_cast<long long>(prob.M), static_cast<long long>(prob.N),
       static_cast<long long>(prob.K),
       prob.hidden.empty() ? "" : " H=", prob.hidden.empty() ? "" : o.hidden.c_str(),
-      std::string(to_string(prob.type)).c_str(), std::string(par::to_string(backend)).c_str(),
-      o.reps);
+      (std::string(to_string(prob.type)) +
+       (is_storage16(prob.type) ? " " + to_string(chosen_policy(chosen)) : std::string()))
+          .c_str(),
+      std::string(par::to_string(backend)).c_str(), o.reps);
   const auto src = [](bool probed) { return probed ? "probed" : "given"; };
   std::printf(
       "cost model: alpha %.2f us (%s), beta %.2f GB/s (%s), collectives alpha %.2f us "
@@ -1152,6 +1225,10 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
                   {"hidden", prob.hidden},
                   {"dtype", to_string(prob.type)},
                   {"layout", to_string(prob.layout)}};
+  if (is_storage16(prob.type)) {
+    const precision pol = chosen_policy(chosen);
+    out["shape"]["policy"] = {{"acc", to_string(pol.acc)}, {"reduce", to_string(pol.reduce)}};
+  }
   out["backend"] = par::to_string(backend);
   out["reps"] = o.reps;
   out["cost_model"] = {{"alpha_s", cal.alpha},
@@ -1221,7 +1298,12 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
   c->add_option("--K", o.k, "Input features")->required();
   c->add_option("--H", o.hidden, "Hidden widths of a stack, e.g. 2048 or 512,256");
   c->add_option("--act", o.act, "Activation of a stack: identity or relu")->capture_default_str();
-  c->add_option("--dtype", o.dtype, "f32 or f64")->capture_default_str();
+  c->add_option("--dtype", o.dtype, "f32, f64, or bf16 / f16 storage with f32 sums (a single layer)")
+      ->capture_default_str();
+  c->add_option("--reduce", o.reduce,
+                "bf16 / f16: the dtype partial sums are reduced in, f32 or the storage dtype "
+                "(strategies without that policy are skipped)")
+      ->capture_default_str();
   c->add_option("--backend", o.backend, "mpi or native")->capture_default_str();
   c->add_option("--strategy", o.strategies,
                 "Strategy to compare (repeatable; default: all that fit)");
@@ -1253,16 +1335,22 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   prob.N = o.n;
   prob.K = o.k;
   prob.type = parse_dtype(o.dtype);
+  precision policy;
+  policy.reduce = parse_dtype(o.reduce);
   if (is_storage16(prob.type))
-    throw invalid_problem("--dtype " + o.dtype +
-                          ": compare runs f32 or f64 (bf16 and f16 storage is verify's, with a "
-                          "precision policy)");
+    validate_policy(prob.type, policy);
+  else if (policy.reduce != dtype::f32)
+    throw usage_error("--reduce is for --dtype bf16 or f16");
   const par::backend backend = par::parse_backend(o.backend);
   if (!o.hidden.empty()) {
     prob.hidden = par::partition::parse(o.hidden).sizes();
     for (std::int64_t h : prob.hidden)
       if (h < 1) throw usage_error("--H: every hidden width must be at least 1");
     prob.act = parse_activation(o.act);
+    if (is_storage16(prob.type))
+      throw usage_error("--dtype " + o.dtype +
+                        " with --H: compare judges a single bf16 / f16 layer (verify judges "
+                        "stacks in them)");
   }
   prob.validate();
   par::comm world = par::comm::world();
@@ -1303,6 +1391,7 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     s.c.mode = value_mode::uniform;
     s.c.seed = 1;
     s.c.backend = backend;
+    s.c.policy = policy;
     try {
       const par::kernel_info& info = s.k->info();
       if (prob.layers() < info.min_layers || prob.layers() > info.max_layers)
@@ -1343,8 +1432,13 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   }
   if (world.rank() == 0)
     for (const std::string& why : skipped) std::printf("skipped %s\n", why.c_str());
-  return prob.type == dtype::f32 ? run_typed<float>(chosen, o, prob, backend, budget)
-                                 : run_typed<double>(chosen, o, prob, backend, budget);
+  switch (prob.type) {
+    case dtype::f32: return run_typed<float>(chosen, o, prob, backend, budget);
+    case dtype::bf16: return run_typed<bfloat16_t>(chosen, o, prob, backend, budget);
+    case dtype::f16: return run_typed<half_t>(chosen, o, prob, backend, budget);
+    case dtype::f64: break;
+  }
+  return run_typed<double>(chosen, o, prob, backend, budget);
 }
 
 }  // namespace shardcheck::compare

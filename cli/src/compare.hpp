@@ -29,6 +29,7 @@ struct options {
   std::string hidden;  // --H: a stack's hidden widths, e.g. 2048 or 512,256
   std::string act = "relu";
   std::string dtype = "f64";
+  std::string reduce = "f32";  // bf16 / f16: the dtype partial sums travel in (acc is f32)
   std::string backend = "mpi";
   std::vector<std::string> strategies;  // empty: every one that fits
   std::string memory_per_rank;          // e.g. "512MiB"; empty: no memory budget to choose under

@@ -566,6 +566,32 @@ double mixed_events(const par::run_case& c, std::span<const par::chain_lengths> 
          d(p.N) * d(p.K) * d(l.dw + p.M);
 }
 
+}  // namespace
+
+mixed_windows mixed_windows_of(const par::run_case& c, std::span<const par::chain_lengths> chains,
+                               tensor t) {
+  mixed_windows w;
+  const std::int64_t k_ref = inner_of(c.prob, t);
+  w.k_par = chain_of(chains.front(), t);
+  w.k_red = std::min(reduced_of(chains.front(), t), w.k_par);
+  w.rigorous = ref::policy_factor(w.k_par - w.k_red, w.k_red, c.prob.type, c.policy) +
+               ref::gamma(k_ref, dtype::f32);
+  if (c.mode == value_mode::exact) return w;
+  // The statistical tier (bound.hpp): the same window with γ̃_k(λ) for every chain, λ from the
+  // case's rounding events (every output element of the case × both chains) so that a correct
+  // kernel trips it on a case with probability at most ref::statistical_p_fail.
+  w.events = mixed_events(c, chains);
+  const double u_max =
+      std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
+  w.lambda = ref::lambda_for(w.events, ref::statistical_p_fail, u_max);
+  w.statistical = ref::policy_factor_statistical(w.k_par - w.k_red, w.k_red, c.prob.type, c.policy,
+                                                 w.lambda) +
+                  ref::gamma_tilde(k_ref, ref::unit_roundoff(dtype::f32), w.lambda);
+  return w;
+}
+
+namespace {
+
 // Judges output t of a bf16 / f16 case (a single layer): got within the window of its policy's
 // chains around the reference's f32 value (bitwise round(b) in exact mode), then within the
 // statistical tier's narrower window ("[statistical]" in the message). The figures (v.errors,
@@ -581,24 +607,12 @@ std::string judge_mixed(const par::run_case& c, const par::tensor_plan& t,
   if (b.rows == 0 || b.cols == 0) return {};
   const expectation e = expect_widened<T>(c, t.slot.t, b);
   const auto& want = std::get<matrix<float>>(e.value);
-  const std::int64_t k_par = chain_of(chains.front(), t.slot.t);
-  const std::int64_t k_red = std::min(reduced_of(chains.front(), t.slot.t), k_par);
-  const double f_par = ref::policy_factor(k_par - k_red, k_red, c.prob.type, c.policy);
-  const double f_ref = ref::gamma(e.k_ref, dtype::f32);
+  const mixed_windows mw = mixed_windows_of(c, chains, t.slot.t);
+  const std::int64_t k_par = mw.k_par, k_red = mw.k_red;
   const double u = ref::unit_roundoff(c.prob.type);
   const bool bitwise = c.mode == value_mode::exact;
-  // The statistical tier (bound.hpp): the same window with γ̃_k(λ) for every chain, λ from the
-  // case's rounding events (every output element of the case × both chains) so that a correct
-  // kernel trips it on a case with probability at most ref::statistical_p_fail.
-  const double events = bitwise ? 0 : mixed_events(c, chains);
-  const double u_max =
-      std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
-  const double lambda = bitwise ? 0 : ref::lambda_for(events, ref::statistical_p_fail, u_max);
-  const double f_tilde =
-      bitwise
-          ? 0
-          : ref::policy_factor_statistical(k_par - k_red, k_red, c.prob.type, c.policy, lambda) +
-                ref::gamma_tilde(e.k_ref, ref::unit_roundoff(dtype::f32), lambda);
+  const double events = mw.events, lambda = mw.lambda, f_rigorous = mw.rigorous,
+               f_tilde = mw.statistical;
   error_cell& cell = v.errors.at(c.prob.type, t.slot.t, c.mode);
   for (std::size_t i = 0; i < got.data.size(); ++i) {
     const double g = static_cast<float>(got.data[i]), w = want.data[i];
@@ -606,14 +620,14 @@ std::string judge_mixed(const par::run_case& c, const par::tensor_plan& t,
     if (e.mag[i] > 0) cell.err_u_mag = std::max(cell.err_u_mag, std::abs(g - w) / (u * e.mag[i]));
     if (bitwise) continue;
     cell.rigorous = std::max(cell.rigorous, ref::window_share<T>(got.data[i], want.data[i],
-                                                                 e.mag[i], f_par + f_ref, e.k_ref));
+                                                                 e.mag[i], f_rigorous, e.k_ref));
     cell.statistical = std::max(cell.statistical, ref::window_share<T>(got.data[i], want.data[i],
                                                                        e.mag[i], f_tilde, e.k_ref));
   }
   v.worst_error = std::max(v.worst_error, cell.err_u_mag);
   auto bad =
       ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),
-                             want.cols, e.mag.data(), want.cols, f_par + f_ref, e.k_ref, bitwise);
+                             want.cols, e.mag.data(), want.cols, f_rigorous, e.k_ref, bitwise);
   const bool statistical = !bad && !bitwise;
   if (statistical) {
     bad = ref::compare_window<T>(got.rows, got.cols, got.data.data(), got.cols, want.data.data(),

@@ -108,6 +108,18 @@ struct verdict {
                                         std::span<const par::chain_lengths> chains, bool forward,
                                         bool backward);
 
+// The windows output t of a bf16 / f16 single layer is judged by (reference/mixed.hpp): got within
+// [round(b − δ), round(b + δ)] of the reference's f32 value b, δ = factor·mag. `rigorous` is
+// f_par + γ_K(u_f32) for the kernel's chain k_par (of which k_red reduced); `statistical` the
+// same with γ̃(λ), λ from the case's rounding events (0 in exact mode, which is bitwise).
+struct mixed_windows {
+  double rigorous = 0, statistical = 0, lambda = 0, events = 0;
+  std::int64_t k_par = 0, k_red = 0;
+};
+[[nodiscard]] mixed_windows mixed_windows_of(const par::run_case& c,
+                                             std::span<const par::chain_lengths> chains,
+                                             par::tensor t);
+
 // The inputs a rank holds in case c at mesh coordinates `coords`: its blocks of X, W_1 … W_L and
 // dY, generated from the case's seed (benchmarks build their inputs the same way).
 struct rank_inputs {
