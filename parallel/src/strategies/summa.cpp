@@ -227,8 +227,9 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
       std::size_t ldb;
     };
     // Packs what this rank sends of panel t (as a root reading from a buffer) and starts both
-    // broadcasts. A root broadcasting in place hands the collective its own block: a broadcast
-    // only reads the root's buffer.
+    // broadcasts. A root broadcasting in place hands the collective its own block, as MPI_Bcast's
+    // contract allows (the root's buffer is only read); a broadcast that breaks it writes into
+    // the kernel's input (bcast_wrong_root, caught in forward, backward and determinism).
     const auto start = [&](const panel& t) {
       const auto kk = static_cast<std::size_t>(t.hi - t.lo);
       operands o{t, nullptr, kk, nullptr, out_in ? kk : nj};
