@@ -309,7 +309,7 @@ calibration calibrate(const options& o, const problem& prob, int p, par::backend
         // bf16 / f16 products are summed in f32 (sgemm on widened blocks).
         prob.type == dtype::f64 ? gemm_probe<double>(m, n, k) : gemm_probe<float>(m, n, k);
     cal.gemm_probed = true;
-    cal.probe["gemm"] = {{"dtype", to_string(prob.type)}, {"M", m}, {"N", n}, {"K", k}};
+    cal.probe["gemm"] = {{"dtype", prob.type == dtype::f64 ? "f64" : "f32"}, {"M", m}, {"N", n}, {"K", k}};
   }
   return cal;
 }
@@ -528,25 +528,26 @@ expected_outputs expect_single(const par::run_case& c, whole<T>& w) {
   if constexpr (is_16bit_v<T>) {
     whole<float> f = widened(w);
     return expect_single<float>(c, f);
+  } else {
+    const problem& p = c.prob;
+    const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
+               K = static_cast<std::size_t>(p.K);
+    reference_step<T>(c, w);
+    expected_outputs e;
+    e.y_mag.assign(M * N, 0);
+    e.dx_mag.assign(M * K, 0);
+    e.dw_mag.assign(1, std::vector<double>(N * K, 0));
+    ref::magnitude_forward<T>(p.layout, M, N, K, w.x.data.data(), w.ws[0].data.data(),
+                              e.y_mag.data());
+    ref::magnitude_backward_dx<T>(p.layout, M, N, K, w.dy.data.data(), w.ws[0].data.data(),
+                                  e.dx_mag.data());
+    ref::magnitude_backward_dw<T>(p.layout, M, N, K, w.dy.data.data(), w.x.data.data(),
+                                  e.dw_mag[0].data());
+    e.y = std::move(w.y);
+    e.dx = std::move(w.dx);
+    for (auto& dw : w.dws) e.dws.emplace_back(std::move(dw));
+    return e;
   }
-  const problem& p = c.prob;
-  const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
-             K = static_cast<std::size_t>(p.K);
-  reference_step<T>(c, w);
-  expected_outputs e;
-  e.y_mag.assign(M * N, 0);
-  e.dx_mag.assign(M * K, 0);
-  e.dw_mag.assign(1, std::vector<double>(N * K, 0));
-  ref::magnitude_forward<T>(p.layout, M, N, K, w.x.data.data(), w.ws[0].data.data(),
-                            e.y_mag.data());
-  ref::magnitude_backward_dx<T>(p.layout, M, N, K, w.dy.data.data(), w.ws[0].data.data(),
-                                e.dx_mag.data());
-  ref::magnitude_backward_dw<T>(p.layout, M, N, K, w.dy.data.data(), w.x.data.data(),
-                                e.dw_mag[0].data());
-  e.y = std::move(w.y);
-  e.dx = std::move(w.dx);
-  for (auto& dw : w.dws) e.dws.emplace_back(std::move(dw));
-  return e;
 }
 
 // A stack's expectation for one strategy's chains: values and per-element bounds.
@@ -665,11 +666,8 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
         const double err = std::abs(got_v - want_v);
         if (m > 0 && !e.mag_is_bound) a.err_u_mag = std::max(a.err_u_mag, err / (u * m));
         if constexpr (is_16bit_v<T>) {
+          // compare's values are `uniform`: the windows of both tiers apply.
           const T got_t = g.data[r * g.cols + col];
-          if (c.mode == value_mode::exact) {  // bitwise: round(b) itself
-            if (got_t != T(static_cast<float>(want_v))) a.bound_share = a.stat_share = INFINITY;
-            continue;
-          }
           a.bound_share = std::max(
               a.bound_share, ref::window_share<T>(got_t, want_v, m, windows.rigorous, k_ref));
           a.stat_share = std::max(
@@ -1112,14 +1110,9 @@ std::string broken(const measured& s) {
   return broke;
 }
 
-// The precision policy the strategies run under (one for all: --reduce).
-precision chosen_policy(const std::vector<measured>& chosen) {
-  return chosen.empty() ? precision{} : chosen.front().c.policy;
-}
-
 template <class T>
 int run_typed(const std::vector<measured>& chosen_in, const options& o, const problem& prob,
-              par::backend backend, std::int64_t budget) {
+              const precision& policy, par::backend backend, std::int64_t budget) {
   std::vector<measured> chosen = chosen_in;
   par::comm world = par::comm::world();
   const int rank = world.rank(), p = world.size();
@@ -1206,7 +1199,7 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
       static_cast<long long>(prob.K),
       prob.hidden.empty() ? "" : " H=", prob.hidden.empty() ? "" : o.hidden.c_str(),
       (std::string(to_string(prob.type)) +
-       (is_storage16(prob.type) ? " " + to_string(chosen_policy(chosen)) : std::string()))
+       (is_storage16(prob.type) ? " " + to_string(policy) : std::string()))
           .c_str(),
       std::string(par::to_string(backend)).c_str(), o.reps);
   const auto src = [](bool probed) { return probed ? "probed" : "given"; };
@@ -1226,8 +1219,7 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
                   {"dtype", to_string(prob.type)},
                   {"layout", to_string(prob.layout)}};
   if (is_storage16(prob.type)) {
-    const precision pol = chosen_policy(chosen);
-    out["shape"]["policy"] = {{"acc", to_string(pol.acc)}, {"reduce", to_string(pol.reduce)}};
+    out["shape"]["policy"] = {{"acc", to_string(policy.acc)}, {"reduce", to_string(policy.reduce)}};
   }
   out["backend"] = par::to_string(backend);
   out["reps"] = o.reps;
@@ -1433,12 +1425,12 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   if (world.rank() == 0)
     for (const std::string& why : skipped) std::printf("skipped %s\n", why.c_str());
   switch (prob.type) {
-    case dtype::f32: return run_typed<float>(chosen, o, prob, backend, budget);
-    case dtype::bf16: return run_typed<bfloat16_t>(chosen, o, prob, backend, budget);
-    case dtype::f16: return run_typed<half_t>(chosen, o, prob, backend, budget);
+    case dtype::f32: return run_typed<float>(chosen, o, prob, policy, backend, budget);
+    case dtype::bf16: return run_typed<bfloat16_t>(chosen, o, prob, policy, backend, budget);
+    case dtype::f16: return run_typed<half_t>(chosen, o, prob, policy, backend, budget);
     case dtype::f64: break;
   }
-  return run_typed<double>(chosen, o, prob, backend, budget);
+  return run_typed<double>(chosen, o, prob, policy, backend, budget);
 }
 
 }  // namespace shardcheck::compare

@@ -296,9 +296,26 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
       const A* xs = wide(o.xa, mi, kk, o.lda, xw);
       const A* wsp = out_in ? wide(o.wa, nj, kk, o.ldb, ww) : wide(o.wa, kk, nj, o.ldb, ww);
       const std::size_t lda_a = b16 ? kk : o.lda, ldb_a = b16 ? (out_in ? kk : nj) : o.ldb;
-      ref::gemm<A>(false, out_in, mi, nj, kk, A(1), xs, ld(static_cast<std::int64_t>(lda_a)), wsp,
-                   ld(static_cast<std::int64_t>(ldb_a)), first ? A(0) : A(1), acc.data(),
-                   ld(static_cast<std::int64_t>(nj)));
+      // Rows [r0, r1) of the product.
+      const auto product = [&](std::size_t r0, std::size_t r1) {
+        ref::gemm<A>(false, out_in, r1 - r0, nj, kk, A(1), xs + r0 * lda_a,
+                     ld(static_cast<std::int64_t>(lda_a)), wsp,
+                     ld(static_cast<std::int64_t>(ldb_a)), first ? A(0) : A(1),
+                     acc.data() + r0 * nj, ld(static_cast<std::int64_t>(nj)));
+      };
+      // A broadcast still under way here (this rank its root, or an intermediate rank of the
+      // next panel's) moves on only when this rank tests it, so the product goes in quarters of
+      // its rows with a test between them. Always quarters, whether or not one is pending: the
+      // split must not depend on timing, since OpenBLAS may sum a block of fewer rows in
+      // another order (the determinism property caught a split chosen by test_pending).
+      const std::size_t quarter = std::max<std::size_t>(1, (mi + 3) / 4);
+      for (std::size_t r0 = 0; r0 < mi; r0 += quarter) {
+        product(r0, std::min(mi, r0 + quarter));
+        if (r0 + quarter < mi) {
+          (void)row.test_pending();
+          (void)column.test_pending();
+        }
+      }
       first = false;
       if (!now) now = next();
     }

@@ -20,7 +20,8 @@
 // and one per later panel: kk_t + (T − t) ≤ Σ kk = K. The chain is K, as for the reference.
 // Overlap: panel t + 1's two broadcasts are started before panel t's product whenever panel t's
 // have finished on this rank (one started call per comm), else right after it; a rank waits
-// before a product only for the parts it receives, so a root multiplies while its broadcast goes.
+// before a product only for the parts it receives, so a root multiplies while its broadcast goes
+// (the product runs in quarters of its rows, with the pending broadcasts tested between them).
 // A panel that is the root's whole block along K (or that travels along a one-rank axis) is sent
 // and read where it lies; any other goes through a panel buffer.
 // Peak: Y (m_i·n_j) plus the panel buffers, each sized for the widest panel: for X (m_i·kmax)

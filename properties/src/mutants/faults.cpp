@@ -246,7 +246,7 @@ traffic reduce_in_bf16::run(const call& c) {
 }
 
 traffic bcast_wrong_root::run(const call& c) {
-  if (c.kind != collective::broadcast || size() < 2) return inner().run(c);
+  if (c.kind != collective::broadcast || size() < 2 || c.count == 0) return inner().run(c);
   fired();
   const traffic t = shadow(c);
   call wrong = c;
@@ -256,7 +256,7 @@ traffic bcast_wrong_root::run(const call& c) {
 }
 
 void bcast_wrong_root::start(const call& c) {
-  moved_ = c.kind == collective::broadcast && size() >= 2;
+  moved_ = c.kind == collective::broadcast && size() >= 2 && c.count > 0;
   if (!moved_) return inner().start(c);
   fired();
   asked_ = shadow(c);
