@@ -161,6 +161,7 @@ class gradients {
 // Calls run(std::type_identity<T>{}) with T the element type m holds: float or double, and with
 // Mixed also bfloat16_t or half_t (without Mixed, a 16-bit m throws_not_declared and run is never
 // instantiated for a 16-bit T).
+namespace detail {
 template <bool Mixed, class Run>
 void dispatch(const any_matrix& m, Run&& run) {
   if (std::holds_alternative<matrix<float>>(m))
@@ -176,6 +177,7 @@ void dispatch(const any_matrix& m, Run&& run) {
     throw_not_declared();
   }
 }
+}  // namespace detail
 
 // forward's tensors: this rank's blocks of X and W_1…W_L; Y is the kernel's to fill.
 struct forward_io {
@@ -187,12 +189,12 @@ struct forward_io {
   // it, which calls visit_mixed.
   template <class F>
   void visit(F&& f) const {
-    dispatch<false>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
+    detail::dispatch<false>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
   }
   // The same with T also bfloat16_t or half_t, for a kernel that lists policies.
   template <class F>
   void visit_mixed(F&& f) const {
-    dispatch<true>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
+    detail::dispatch<true>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
   }
 
  private:
@@ -213,12 +215,12 @@ struct backward_io {
   //        gradients<T> dws); dx and every dW start empty. T is float or double (as forward_io).
   template <class F>
   void visit(F&& f) const {
-    dispatch<false>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
+    detail::dispatch<false>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
   }
   // The same with T also bfloat16_t or half_t.
   template <class F>
   void visit_mixed(F&& f) const {
-    dispatch<true>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
+    detail::dispatch<true>(x, [&]<class T>(std::type_identity<T>) { run<T>(f); });
   }
 
  private:
