@@ -309,7 +309,8 @@ calibration calibrate(const options& o, const problem& prob, int p, par::backend
         // bf16 / f16 products are summed in f32 (sgemm on widened blocks).
         prob.type == dtype::f64 ? gemm_probe<double>(m, n, k) : gemm_probe<float>(m, n, k);
     cal.gemm_probed = true;
-    cal.probe["gemm"] = {{"dtype", prob.type == dtype::f64 ? "f64" : "f32"}, {"M", m}, {"N", n}, {"K", k}};
+    cal.probe["gemm"] = {
+        {"dtype", prob.type == dtype::f64 ? "f64" : "f32"}, {"M", m}, {"N", n}, {"K", k}};
   }
   return cal;
 }
@@ -668,8 +669,8 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
         if constexpr (is_16bit_v<T>) {
           // compare's values are `uniform`: the windows of both tiers apply.
           const T got_t = g.data[r * g.cols + col];
-          a.bound_share = std::max(
-              a.bound_share, ref::window_share<T>(got_t, want_v, m, windows.rigorous, k_ref));
+          a.bound_share = std::max(a.bound_share,
+                                   ref::window_share<T>(got_t, want_v, m, windows.rigorous, k_ref));
           a.stat_share = std::max(
               a.stat_share, ref::window_share<T>(got_t, want_v, m, windows.statistical, k_ref));
           continue;
@@ -1290,7 +1291,8 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
   c->add_option("--K", o.k, "Input features")->required();
   c->add_option("--H", o.hidden, "Hidden widths of a stack, e.g. 2048 or 512,256");
   c->add_option("--act", o.act, "Activation of a stack: identity or relu")->capture_default_str();
-  c->add_option("--dtype", o.dtype, "f32, f64, or bf16 / f16 storage with f32 sums (a single layer)")
+  c->add_option("--dtype", o.dtype,
+                "f32, f64, or bf16 / f16 storage with f32 sums (a single layer)")
       ->capture_default_str();
   c->add_option("--reduce", o.reduce,
                 "bf16 / f16: the dtype partial sums are reduced in, f32 or the storage dtype "

@@ -116,11 +116,11 @@ void every_call(comm& c) {
 
 TEST(collectives, a_decorator_sees_every_call_above_or_below_the_checker) {
   test::need_mpi();
-  const std::vector<collective> want = {
-      collective::all_gather, collective::all_reduce, collective::reduce_scatter,
-      collective::broadcast,  collective::all_to_all, collective::barrier,
-      collective::all_reduce, collective::broadcast,  collective::send,
-      collective::recv};
+  const std::vector<collective> want = {collective::all_gather,     collective::all_reduce,
+                                        collective::reduce_scatter, collective::broadcast,
+                                        collective::all_to_all,     collective::barrier,
+                                        collective::all_reduce,     collective::broadcast,
+                                        collective::send,           collective::recv};
   for (backend b : {backend::mpi, backend::native})
     for (layer_position at : {layer_position::above, layer_position::below}) {
       std::vector<collective> seen;

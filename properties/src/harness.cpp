@@ -584,9 +584,9 @@ mixed_windows mixed_windows_of(const par::run_case& c, std::span<const par::chai
   const double u_max =
       std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
   w.lambda = ref::lambda_for(w.events, ref::statistical_p_fail, u_max);
-  w.statistical = ref::policy_factor_statistical(w.k_par - w.k_red, w.k_red, c.prob.type, c.policy,
-                                                 w.lambda) +
-                  ref::gamma_tilde(k_ref, ref::unit_roundoff(dtype::f32), w.lambda);
+  w.statistical =
+      ref::policy_factor_statistical(w.k_par - w.k_red, w.k_red, c.prob.type, c.policy, w.lambda) +
+      ref::gamma_tilde(k_ref, ref::unit_roundoff(dtype::f32), w.lambda);
   return w;
 }
 

@@ -20,12 +20,12 @@
 // receives chunk 0's partial, adds its own: rank 0 holds chunk 0 complete. Two all-gather steps
 // then hand every complete chunk round the ring.
 //
-// All-gather, reduce-scatter, all-reduce and broadcast run as a `schedule`: a state machine over steps, each
-// step at most one send and one receive (MPI_Isend/MPI_Irecv, posted together) followed by the
-// local additions on what arrived. test() finishes every step whose messages have arrived and
-// posts the next, so a rank that calls it between chunks of work moves the collective on while it
-// computes; wait() drives it to the end. The blocking forms are a schedule waited at once, so both
-// forms send the same messages and count the same bytes.
+// All-gather, reduce-scatter, all-reduce and broadcast run as a `schedule`: a state machine over
+// steps, each step at most one send and one receive (MPI_Isend/MPI_Irecv, posted together)
+// followed by the local additions on what arrived. test() finishes every step whose messages
+// have arrived and posts the next, so a rank that calls it between chunks of work moves the
+// collective on while it computes; wait() drives it to the end. The blocking forms are a schedule
+// waited at once, so both forms send the same messages and count the same bytes.
 //
 // Reductions stream through a scratch buffer the communicator owns (never allocated here), in
 // segments of at most scratch/(2·sizeof(T)) elements, so large buffers need no temporary copy.

@@ -149,13 +149,16 @@ schedule::step schedule::describe(int t) const {
   }
   if (kind_ == kind::binomial) {
     const int vr = mod(r - root_, p), up = vr != 0 ? 1 : 0;
-    if (t < up)
-      st = {nullptr, 0, -1, data_, n_, mod(tree_parent(vr) + root_, p), tags::broadcast};
-    else
-      st = {data_,   n_, mod(tree_child(vr, p, children_ - 1 - (t - up)) + root_, p),
-            nullptr, 0,  -1,
-            tags::broadcast};
-    st.tag += offset;
+    if (t < up) {  // the whole buffer from the parent
+      st.recv = data_;
+      st.recv_n = n_;
+      st.from = mod(tree_parent(vr) + root_, p);
+    } else {  // … then to each child, the farthest first
+      st.send = data_;
+      st.send_n = n_;
+      st.to = mod(tree_child(vr, p, children_ - 1 - (t - up)) + root_, p);
+    }
+    st.tag = tags::broadcast + offset;
     return st;
   }
   if (kind_ == kind::chain) {

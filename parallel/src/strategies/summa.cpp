@@ -68,8 +68,8 @@ panel panel_at(const run_case& c, int i, int j, int pr, int pc, std::int64_t lo,
 // The panel buffers rank (i, j) holds for X and for W: two when two or more of its panels need
 // one (the next panel arrives in one while the product reads the other), one when one does.
 template <class Root>
-std::pair<std::int64_t, std::int64_t> panel_buffers(const run_case& c, int i, int j, int pr,
-                                                    int pc, Root w_root_of) {
+std::pair<std::int64_t, std::int64_t> panel_buffers(const run_case& c, int i, int j, int pr, int pc,
+                                                    Root w_root_of) {
   std::int64_t x = 0, w = 0;
   for (std::int64_t lo = 0; lo < c.prob.K;) {
     const panel t = panel_at(c, i, j, pr, pc, lo, w_root_of);

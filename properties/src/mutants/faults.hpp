@@ -243,8 +243,8 @@ class extra_barrier final : public fault_layer {
 // --- started (non-blocking) collectives ------------------------------------------------------
 
 // A started collective ends early: an all-gather without rank (r+1) mod p's part (the ring's
-// last step; it reads zeros), a reduce-scatter or all-reduce skipped (each rank keeps its own partial of what it
-// would receive). Blocking calls pass.
+// last step; it reads zeros), a reduce-scatter or all-reduce skipped (each rank keeps its own
+// partial of what it would receive). Blocking calls pass.
 class started_early final : public fault_layer {
  public:
   using fault_layer::fault_layer;
