@@ -197,7 +197,9 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
     y = matrix<T>(mi, nj);
     mixed::partial<T> acc(y);  // Y summed in A, rounded once at the end
     // Panel buffers, used in turn: mi×kk and kk×nj (out_in: nj×kk) each.
-    const auto [xbufs, wbufs] = panel_buffers(c, i, j, pr, pc, root_of);
+    // (Not a structured binding: the lambdas below capture them.)
+    const std::pair<std::int64_t, std::int64_t> bufs = panel_buffers(c, i, j, pr, pc, root_of);
+    const std::int64_t xbufs = bufs.first, wbufs = bufs.second;
     mem::tracked_vector<T> xb(static_cast<std::size_t>(xbufs) * mi * kmax),
         wb(static_cast<std::size_t>(wbufs) * kmax * nj);
     int x_turn = 0, w_turn = 0;
