@@ -460,7 +460,6 @@ void reference_step(const par::run_case& c, whole<T>& w) {
     narrow(f.dx, w.dx);
     w.dws.resize(f.dws.size());
     for (std::size_t l = 0; l < f.dws.size(); ++l) narrow(f.dws[l], w.dws[l]);
-    return;
   } else {
     reference_step_typed(c, w);
   }
