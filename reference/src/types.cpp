@@ -109,6 +109,13 @@ void problem::validate() const {
     total = checked_add(total, checked_add(checked_mul(w, 2, "W and dW bytes"), h, "bytes"),
                         "the problem's bytes");
   }
+  // Headroom for the cost models, whose peaks add a few multiples of these tensors in plain
+  // 64-bit arithmetic (column_parallel's 2·M·N, a pseudo-strategy's 3·M·N): up to 2⁵⁶ bytes
+  // (64 PiB, far past any memory limit) any such sum of up to 128 of them fits.
+  constexpr std::int64_t most = std::int64_t{1} << 56;
+  if (total > most)
+    throw invalid_problem("the problem's bytes: " + std::to_string(total) +
+                          " are above 2^56 (64 PiB), the most its cost models are summed for");
 }
 
 std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view what) {

@@ -54,6 +54,13 @@ TEST(types, validate_rejects_negative_dimensions) {
   EXPECT_NO_THROW((problem{7, 5, 3}.validate()));
 }
 
+// Fits in 64 bits but not in the cost models' headroom: Y alone is 3.4e18 bytes, and a peak of
+// three such tensors overflowed (the fuzzer's case p=1 M=4294967296 N=100040096 K=0).
+TEST(types, validate_rejects_a_problem_above_its_cost_models_headroom) {
+  EXPECT_THROW((problem{4294967296, 100040096, 0}.validate()), invalid_problem);
+  EXPECT_NO_THROW((problem{std::int64_t{1} << 26, std::int64_t{1} << 27, 0}.validate()));
+}
+
 TEST(types, weight_shape_follows_layout) {
   const problem out_in{7, 5, 3, dtype::f32, weight_layout::out_in};
   const problem in_out{7, 5, 3, dtype::f32, weight_layout::in_out};
