@@ -590,6 +590,36 @@ expected_outputs expect_stack(const par::run_case& c, const whole<T>& w,
   return e;
 }
 
+// A bf16 / f16 stack's expectation for one strategy's chains: the f32 values and, per element, the
+// half-width of the window around them and the statistical tier's (prop::mixed_stack_reference,
+// what verify judges the same stack by). `claimed`: the strategy claims its chains.
+expected_outputs expect_stack16(const par::run_case& c,
+                                const std::vector<par::chain_lengths>& chains, bool claimed) {
+  const double lambda = claimed ? prop::mixed_stack_tier(c, chains, true, true).lambda : 0;
+  ref::stack_expectation<float> all = prop::mixed_stack_reference(c, chains, lambda);
+  const problem& p = c.prob;
+  const std::vector<std::int64_t> d = p.widths();
+  const auto to_matrix = [](std::vector<float>& v, std::int64_t rows, std::int64_t cols) {
+    par::matrix<float> m(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
+    std::copy(v.begin(), v.end(), m.data.begin());
+    return any_matrix(std::move(m));
+  };
+  expected_outputs e;
+  e.mag_is_bound = true;
+  e.y = to_matrix(all.y, p.M, p.N);
+  e.dx = to_matrix(all.dx, p.M, p.K);
+  const bool out_in = p.layout == weight_layout::out_in;
+  for (std::size_t l = 0; l + 1 < d.size(); ++l)
+    e.dws.push_back(to_matrix(all.dw[l], out_in ? d[l + 1] : d[l], out_in ? d[l] : d[l + 1]));
+  e.y_mag = std::move(all.y_bound);
+  e.dx_mag = std::move(all.dx_bound);
+  e.dw_mag = std::move(all.dw_bound);
+  e.y_stat = std::move(all.y_stat_bound);
+  e.dx_stat = std::move(all.dx_stat_bound);
+  e.dw_stat = std::move(all.dw_stat_bound);
+  return e;
+}
+
 // --- one strategy's measurements ----------------------------------------------------------------
 
 struct error_audit {
@@ -633,7 +663,7 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
     const std::int64_t k_ref = t.t == tensor::y ? p.K : t.t == tensor::dx ? p.N : p.M;
     [[maybe_unused]] prop::mixed_windows windows;
     if constexpr (is_16bit_v<T>) {
-      windows = prop::mixed_windows_of(c, *cl.chains, t.t);
+      if (!e.mag_is_bound) windows = prop::mixed_windows_of(c, *cl.chains, t.t);
     } else if (!e.mag_is_bound) {
       const par::chain_lengths ch = cl.chains ? cl.chains->front() : par::chain_lengths{};
       const std::int64_t k_par = t.t == tensor::y ? ch.y : t.t == tensor::dx ? ch.dx : ch.dw;
@@ -666,8 +696,16 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
         const double err = std::abs(got_v - want_v);
         if (m > 0 && !e.mag_is_bound) a.err_u_mag = std::max(a.err_u_mag, err / (u * m));
         if constexpr (is_16bit_v<T>) {
-          // compare's values are `uniform`: the windows of both tiers apply.
+          // compare's values are `uniform`: the windows of both tiers apply. A single layer's
+          // are its policy's factor × mag; a stack's half-widths are the bounds themselves.
           const T got_t = g.data[r * g.cols + col];
+          if (e.mag_is_bound) {
+            a.bound_share = std::max(a.bound_share, ref::window_share<T>(got_t, want_v, m, 1, 0));
+            if (stat != nullptr)
+              a.stat_share = std::max(a.stat_share,
+                                      ref::window_share<T>(got_t, want_v, (*stat)[at], 1, 0));
+            continue;
+          }
           a.bound_share = std::max(a.bound_share,
                                    ref::window_share<T>(got_t, want_v, m, windows.rigorous, k_ref));
           a.stat_share = std::max(
@@ -807,10 +845,14 @@ void first_step(measured& s, const expected_outputs* single, const whole<T>* w) 
   error_audit a;
   if (single != nullptr) {
     audit_blocks<T>(plan, s.c, cl, r.outputs, *single, a);
-  } else if constexpr (!is_16bit_v<T>) {  // bf16 / f16 runs a single layer only
+  } else {
     const std::vector<par::chain_lengths> chains =
         cl.chains ? *cl.chains : std::vector<par::chain_lengths>(s.c.prob.layers());
-    const expected_outputs e = expect_stack<T>(s.c, *w, chains, lambda_of(s.c, cl));
+    expected_outputs e;
+    if constexpr (is_16bit_v<T>)
+      e = expect_stack16(s.c, chains, cl.chains.has_value());
+    else
+      e = expect_stack<T>(s.c, *w, chains, lambda_of(s.c, cl));
     audit_blocks<T>(plan, s.c, cl, r.outputs, e, a);
   }
   double v[4] = {a.err_u_mag, a.bound_share, a.stat_share, a.finite ? 0.0 : 1.0};
@@ -1291,7 +1333,7 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
   c->add_option("--H", o.hidden, "Hidden widths of a stack, e.g. 2048 or 512,256");
   c->add_option("--act", o.act, "Activation of a stack: identity or relu")->capture_default_str();
   c->add_option("--dtype", o.dtype,
-                "f32, f64, or bf16 / f16 storage with f32 sums (a single layer)")
+                "f32, f64, or bf16 / f16 storage with f32 sums")
       ->capture_default_str();
   c->add_option("--reduce", o.reduce,
                 "bf16 / f16: the dtype partial sums are reduced in, f32 or the storage dtype "
@@ -1340,10 +1382,6 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     for (std::int64_t h : prob.hidden)
       if (h < 1) throw usage_error("--H: every hidden width must be at least 1");
     prob.act = parse_activation(o.act);
-    if (is_storage16(prob.type))
-      throw usage_error("--dtype " + o.dtype +
-                        " with --H: compare judges a single bf16 / f16 layer (verify judges "
-                        "stacks in them)");
   }
   prob.validate();
   par::comm world = par::comm::world();

@@ -423,12 +423,8 @@ std::vector<par::chain_lengths> chains_or_zero(const par::claims& cl, const par:
   return std::vector<par::chain_lengths>(c.prob.layers());
 }
 
-// The statistical tier of case c (bound.hpp): λ from the case's rounding events
-// (statistical_events), so that a correct kernel fails it with probability ≤ statistical_p_fail,
-// and that probability. λ = 0 (off): exact mode (bitwise) or no chains claimed.
-struct statistical_tier {
-  double lambda = 0, p_fail = 0;
-};
+// The statistical tier of case c (statistical_events; u the storage dtype's). λ = 0 (off): exact
+// mode (bitwise) or no chains claimed.
 statistical_tier statistical_tier_of(const par::run_case& c,
                                      std::span<const par::chain_lengths> chains, bool forward,
                                      bool backward, bool claimed) {
@@ -567,6 +563,27 @@ double mixed_events(const par::run_case& c, std::span<const par::chain_lengths> 
 }
 
 }  // namespace
+
+statistical_tier mixed_stack_tier(const par::run_case& c,
+                                  std::span<const par::chain_lengths> chains, bool forward,
+                                  bool backward) {
+  if (c.mode == value_mode::exact || chains.empty()) return {};
+  const double events = statistical_events(c, chains, forward, backward);
+  const double u_max =
+      std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
+  statistical_tier st;
+  st.lambda = ref::lambda_for(events, ref::statistical_p_fail, u_max);
+  st.p_fail = ref::false_alarm(events, st.lambda, u_max);
+  return st;
+}
+
+ref::stack_expectation<float> mixed_stack_reference(const par::run_case& c,
+                                                    std::span<const par::chain_lengths> chains,
+                                                    double lambda) {
+  if (c.prob.type == dtype::bf16) return expect_whole_stack16<bfloat16_t>(c, chains, lambda);
+  if (c.prob.type == dtype::f16) return expect_whole_stack16<half_t>(c, chains, lambda);
+  throw std::invalid_argument("mixed_stack_reference: the case is not stored in bf16 / f16");
+}
 
 mixed_windows mixed_windows_of(const par::run_case& c, std::span<const par::chain_lengths> chains,
                                tensor t) {
@@ -992,16 +1009,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
                                 cl->chains.has_value())
           : statistical_tier{};
   // A 16-bit stack's statistical tier: λ from its rounding events at the policy's coarsest u.
-  statistical_tier tier16;
-  if (ran && stack && is_storage16(c.prob.type) && c.mode != value_mode::exact &&
-      cl->chains.has_value()) {
-    const double events =
-        statistical_events(c, chains, run.on(property::forward), run.on(property::backward));
-    const double u_max =
-        std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
-    tier16.lambda = ref::lambda_for(events, ref::statistical_p_fail, u_max);
-    tier16.p_fail = ref::false_alarm(events, tier16.lambda, u_max);
-  }
+  const statistical_tier tier16 =
+      ran && stack && is_storage16(c.prob.type) && cl->chains.has_value()
+          ? mixed_stack_tier(c, chains, run.on(property::forward), run.on(property::backward))
+          : statistical_tier{};
   stack_reference whole;
   mem::peak_scope scope;
   const auto start = std::chrono::steady_clock::now();

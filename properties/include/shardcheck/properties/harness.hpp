@@ -12,6 +12,7 @@
 #include "shardcheck/parallel/comm.hpp"
 #include "shardcheck/parallel/kernel.hpp"
 #include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/reference/stack.hpp"
 
 namespace shardcheck::prop {
 
@@ -119,6 +120,24 @@ struct mixed_windows {
 [[nodiscard]] mixed_windows mixed_windows_of(const par::run_case& c,
                                              std::span<const par::chain_lengths> chains,
                                              par::tensor t);
+
+// The statistical tier of a case (bound.hpp): λ from its rounding events, so that a correct
+// kernel fails it with probability ≤ ref::statistical_p_fail, and that probability. λ = 0: off.
+struct statistical_tier {
+  double lambda = 0, p_fail = 0;
+};
+
+// A bf16 / f16 stack (L > 1): the tier of its windows, from the rounding events of the phases
+// checked and u the larger of the policy's accumulation and reduction dtypes (off in exact mode),
+// and its whole reference — every output in f32 on the widened inputs, the hidden tensors stored
+// in the storage dtype as a kernel stores them — with each element's window half-width for the
+// case's policy and the strategy's chains per layer, and at λ > 0 the statistical tier's
+// (reference/stack.hpp). What verify judges a 16-bit stack's blocks by.
+[[nodiscard]] statistical_tier mixed_stack_tier(const par::run_case& c,
+                                                std::span<const par::chain_lengths> chains,
+                                                bool forward, bool backward);
+[[nodiscard]] ref::stack_expectation<float> mixed_stack_reference(
+    const par::run_case& c, std::span<const par::chain_lengths> chains, double lambda);
 
 // The inputs a rank holds in case c at mesh coordinates `coords`: its blocks of X, W_1 … W_L and
 // dY, generated from the case's seed (benchmarks build their inputs the same way).
