@@ -702,8 +702,8 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
           if (e.mag_is_bound) {
             a.bound_share = std::max(a.bound_share, ref::window_share<T>(got_t, want_v, m, 1, 0));
             if (stat != nullptr)
-              a.stat_share = std::max(a.stat_share,
-                                      ref::window_share<T>(got_t, want_v, (*stat)[at], 1, 0));
+              a.stat_share =
+                  std::max(a.stat_share, ref::window_share<T>(got_t, want_v, (*stat)[at], 1, 0));
             continue;
           }
           a.bound_share = std::max(a.bound_share,
@@ -1332,8 +1332,7 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
   c->add_option("--K", o.k, "Input features")->required();
   c->add_option("--H", o.hidden, "Hidden widths of a stack, e.g. 2048 or 512,256");
   c->add_option("--act", o.act, "Activation of a stack: identity or relu")->capture_default_str();
-  c->add_option("--dtype", o.dtype,
-                "f32, f64, or bf16 / f16 storage with f32 sums")
+  c->add_option("--dtype", o.dtype, "f32, f64, or bf16 / f16 storage with f32 sums")
       ->capture_default_str();
   c->add_option("--reduce", o.reduce,
                 "bf16 / f16: the dtype partial sums are reduced in, f32 or the storage dtype "
