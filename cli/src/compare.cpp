@@ -1462,6 +1462,9 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   }
   if (world.rank() == 0)
     for (const std::string& why : skipped) std::printf("skipped %s\n", why.c_str());
+  if (chosen.empty())
+    throw usage_error("no strategy takes this shape on " + std::to_string(p) +
+                      " ranks (each one's reason is above): nothing to compare");
   switch (prob.type) {
     case dtype::f32: return run_typed<float>(chosen, o, prob, policy, backend, budget);
     case dtype::bf16: return run_typed<bfloat16_t>(chosen, o, prob, policy, backend, budget);
