@@ -582,7 +582,7 @@ ref::stack_expectation<float> mixed_stack_reference(const par::run_case& c,
                                                     double lambda) {
   if (c.prob.type == dtype::bf16) return expect_whole_stack16<bfloat16_t>(c, chains, lambda);
   if (c.prob.type == dtype::f16) return expect_whole_stack16<half_t>(c, chains, lambda);
-  throw std::invalid_argument("mixed_stack_reference: the case is not stored in bf16 / f16");
+  throw error("mixed_stack_reference: the case is not stored in bf16 / f16");
 }
 
 mixed_windows mixed_windows_of(const par::run_case& c, std::span<const par::chain_lengths> chains,
@@ -1351,6 +1351,10 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
     grid.emplace(case_comm, s.k->mesh_dims(c), par::stack_options{c.backend, s.wrap});
     plan.emplace(par::plan_of(*s.k, c, grid->coords()));
     cl.emplace(s.k->cost(c, plan->coords));
+    if (cl->chains && cl->chains->size() != c.prob.layers())
+      throw error("cost() claims " + std::to_string(cl->chains->size()) +
+                  " chain_lengths for a case of L = " + std::to_string(c.prob.layers()) +
+                  " layers: one per layer");
     in.emplace(inputs_of(*plan, c));
     first.emplace(run_once(*s.k, c, *grid, *in, *cl));
   } catch (const std::exception& e) {

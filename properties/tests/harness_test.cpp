@@ -99,5 +99,20 @@ TEST(harness, a_peak_above_its_claim_fails_memory) {
   EXPECT_EQ(v.failed, bit(property::memory)) << v.message;
 }
 
+// Chains for another number of layers than the case's (an outside kernel's slip) are a clear
+// `runs` failure, not an out-of-range read when the bound is built.
+TEST(harness, chains_for_the_wrong_number_of_layers_fail_runs) {
+  test::need_mpi();
+  for (const std::size_t n : {std::size_t{0}, std::size_t{2}}) {
+    const verdict v =
+        run(edited_claims(data_parallel(), [n](par::claims& c) { c.chains->resize(n); }),
+            "strategy=data_parallel p=1 M=5 N=3 K=4 mode=uniform seed=7");
+    EXPECT_NE(v.failed & bit(property::runs), 0u) << v.message;
+    EXPECT_NE(v.message.find("chain_lengths for a case of L = 1 layers: one per layer"),
+              std::string::npos)
+        << v.message;
+  }
+}
+
 }  // namespace
 }  // namespace shardcheck::prop
