@@ -1267,11 +1267,15 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
           .c_str(),
       std::string(par::to_string(backend)).c_str(), o.reps);
   const auto src = [](bool probed) { return probed ? "probed" : "given"; };
-  std::printf(
-      "cost model: alpha %.2f us (%s), beta %.2f GB/s (%s), collectives alpha %.2f us "
-      "beta %.2f GB/s, GEMM %.2f GFLOP/s (%s)\n",
-      cal.alpha * 1e6, src(cal.alpha_probed), cal.beta / 1e9, src(cal.beta_probed),
-      cal.alpha_coll * 1e6, cal.beta_coll / 1e9, cal.gemm_rate / 1e9, src(cal.gemm_probed));
+  if (p < 2)  // nothing leaves a single rank: no link to probe or to charge
+    std::printf("cost model: one rank, no link, GEMM %.2f GFLOP/s (%s)\n", cal.gemm_rate / 1e9,
+                src(cal.gemm_probed));
+  else
+    std::printf(
+        "cost model: alpha %.2f us (%s), beta %.2f GB/s (%s), collectives alpha %.2f us "
+        "beta %.2f GB/s, GEMM %.2f GFLOP/s (%s)\n",
+        cal.alpha * 1e6, src(cal.alpha_probed), cal.beta / 1e9, src(cal.beta_probed),
+        cal.alpha_coll * 1e6, cal.beta_coll / 1e9, cal.gemm_rate / 1e9, src(cal.gemm_probed));
   std::fputs(table(chosen, ref_run).c_str(), stdout);
   json out;
   out["command"] = "compare";
