@@ -1145,12 +1145,23 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
 // outputs with their magnitudes. Checked arithmetic, against the limit.
 void check_reference_footprint(const problem& p, std::int64_t limit) {
   const std::vector<std::int64_t> d = p.widths();
-  std::int64_t elems = checked_add(checked_mul(p.M, p.K, "reference bytes"),
-                                   checked_mul(p.M, p.N, "reference bytes"), "reference bytes");
+  const char* what = "reference bytes";
+  // X, Y and every W: the inputs, the reference's outputs, the expected values and their bounds.
+  std::int64_t tensors =
+      checked_add(checked_mul(p.M, p.K, what), checked_mul(p.M, p.N, what), what);
   for (std::size_t l = 0; l + 1 < d.size(); ++l)
-    elems = checked_add(elems, checked_mul(d[l], d[l + 1], "reference bytes"), "reference bytes");
-  // inputs and outputs (×2), expected values and magnitudes (doubles): about 4 × 8 bytes each
-  const std::int64_t bytes = checked_mul(elems, 32, "reference bytes");
+    tensors = checked_add(tensors, checked_mul(d[l], d[l + 1], what), what);
+  // A stack's hidden tensors (M × H_l), with their gradients and bounds.
+  std::int64_t hidden = 0;
+  for (std::size_t l = 1; l + 1 < d.size(); ++l)
+    hidden = checked_add(hidden, checked_mul(p.M, d[l], what), what);
+  // Bytes per element, from compare's max RSS per rank at 2 ranks, with 8–30% to spare: a single
+  // layer 52 (f64), 30.5 (f32), 27 (bf16) per element of X, W, Y; a stack 83 (f64), 62.6 (bf16)
+  // per element of those and 64–66 per hidden element (4096×32×32, H = 4096 and 16384).
+  const auto es = static_cast<std::int64_t>(size_of(p.type));
+  const std::int64_t per_tensor = 4 * es + (p.layers() > 1 ? 64 : 24);
+  const std::int64_t bytes =
+      checked_add(checked_mul(tensors, per_tensor, what), checked_mul(hidden, 80, what), what);
   if (bytes > limit)
     throw usage_error("compare: the single-device reference of this shape needs " +
                       human_bytes(bytes) + " on every rank, above the memory limit of " +
