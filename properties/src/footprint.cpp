@@ -35,16 +35,21 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
   }
   add(total, blocks);
   if (p.layers() > 1) {
-    // The whole stack on every rank: X, dY, each W_l, and per layer its output, its gradient
-    // and its dW, each as a value and a double bound.
+    // The whole stack's reference on every rank (stack_expect, twice with the statistical tier):
+    // X, dY, each W_l and dW_l, each layer's output and gradient, as values, bounds and
+    // magnitudes. Per element, from verify's max RSS per rank at 2 ranks (column_row_pair, f64:
+    // 80 B per element of the W at 64×4096×4096, H = 2048 → 4096; 65 B per hidden element at
+    // 4096×32×32, H = 4096 → 8192, bf16 60 B), with about 20% to spare.
     const std::vector<std::int64_t> d = p.widths();
-    std::int64_t all = checked_add(checked_mul(p.M, p.K, "footprint"),
-                                   checked_mul(p.M, p.N, "footprint"), "footprint");
+    std::int64_t rows = checked_add(checked_mul(p.M, p.K, "footprint"),
+                                    checked_mul(p.M, p.N, "footprint"), "footprint");
+    std::int64_t weights = 0;
     for (std::size_t l = 1; l < d.size(); ++l) {
-      add(all, checked_mul(checked_mul(d[l], d[l - 1], "footprint"), 2, "footprint"));
-      add(all, checked_mul(checked_mul(p.M, d[l], "footprint"), 2, "footprint"));
+      add(weights, checked_mul(d[l], d[l - 1], "footprint"));
+      if (l + 1 < d.size()) add(rows, checked_mul(p.M, d[l], "footprint"));
     }
-    add(total, mul3(all, e + 8, 1));
+    add(total, mul3(weights, 96, 1));
+    add(total, mul3(rows, 80, 1));
   } else {
     for (const par::tensor_slot& o : plan.outputs) {
       const par::block& b = plan[o].region;
