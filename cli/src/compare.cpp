@@ -1141,8 +1141,8 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
 
 // --- the run ------------------------------------------------------------------------------------
 
-// The whole problem once per rank: inputs, the step's outputs, and (a single layer) the expected
-// outputs with their magnitudes. Checked arithmetic, against the limit.
+// The whole problem once per rank: inputs, the step's outputs, the expected outputs with their
+// magnitudes or bounds, and a stack's hidden tensors. Checked arithmetic, against the limit.
 void check_reference_footprint(const problem& p, std::int64_t limit) {
   const std::vector<std::int64_t> d = p.widths();
   const char* what = "reference bytes";
