@@ -668,9 +668,18 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
                                                                    : nullptr;
     if (stat != nullptr && stat->empty()) stat = nullptr;
     const std::int64_t k_ref = t.t == tensor::y ? p.K : t.t == tensor::dx ? p.N : p.M;
-    [[maybe_unused]] prop::mixed_windows windows;
+    // bf16 / f16: each tier's window is [round(b − δ), round(b + δ)], δ = factor·mag inflated
+    // for k_win (ref::compare_window): a single layer's factors are its policy's, a stack's mag
+    // is each element's bound itself (factor 1, k 0; the statistical one in *stat).
+    [[maybe_unused]] double f_rig = 1, f_stat = 1;
+    [[maybe_unused]] std::int64_t k_win = 0;
     if constexpr (is_16bit_v<T>) {
-      if (!e.mag_is_bound) windows = prop::mixed_windows_of(c, *cl.chains, t.t);
+      if (!e.mag_is_bound) {
+        const prop::mixed_windows windows = prop::mixed_windows_of(c, *cl.chains, t.t);
+        f_rig = windows.rigorous;
+        f_stat = windows.statistical;
+        k_win = k_ref;
+      }
     } else if (!e.mag_is_bound) {
       const par::chain_lengths ch = cl.chains ? cl.chains->front() : par::chain_lengths{};
       const std::int64_t k_par = t.t == tensor::y ? ch.y : t.t == tensor::dx ? ch.dx : ch.dw;
@@ -704,9 +713,7 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
           if (!std::isfinite(got_v) || !std::isfinite(want_v)) {
             const T got_t = g.data[r * g.cols + col];
             const float b = want.data[at];
-            const double f = e.mag_is_bound ? 1.0 : windows.rigorous;
-            const std::int64_t k = e.mag_is_bound ? 0 : k_ref;
-            if (ref::compare_window<T>(1, 1, &got_t, 1, &b, 1, &m, 1, f, k, false))
+            if (ref::compare_window<T>(1, 1, &got_t, 1, &b, 1, &m, 1, f_rig, k_win, false))
               a.finite = false;
             continue;
           }
@@ -718,20 +725,14 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
         const double err = std::abs(got_v - want_v);
         if (m > 0 && !e.mag_is_bound) a.err_u_mag = std::max(a.err_u_mag, err / (u * m));
         if constexpr (is_16bit_v<T>) {
-          // compare's values are `uniform`: the windows of both tiers apply. A single layer's
-          // are its policy's factor × mag; a stack's half-widths are the bounds themselves.
+          // compare's values are `uniform`: the windows of both tiers apply.
           const T got_t = g.data[r * g.cols + col];
-          if (e.mag_is_bound) {
-            a.bound_share = std::max(a.bound_share, ref::window_share<T>(got_t, want_v, m, 1, 0));
-            if (stat != nullptr)
-              a.stat_share =
-                  std::max(a.stat_share, ref::window_share<T>(got_t, want_v, (*stat)[at], 1, 0));
-            continue;
-          }
-          a.bound_share = std::max(a.bound_share,
-                                   ref::window_share<T>(got_t, want_v, m, windows.rigorous, k_ref));
-          a.stat_share = std::max(
-              a.stat_share, ref::window_share<T>(got_t, want_v, m, windows.statistical, k_ref));
+          a.bound_share =
+              std::max(a.bound_share, ref::window_share<T>(got_t, want_v, m, f_rig, k_win));
+          const double* m_stat = !e.mag_is_bound ? &m : stat != nullptr ? &(*stat)[at] : nullptr;
+          if (m_stat != nullptr)
+            a.stat_share =
+                std::max(a.stat_share, ref::window_share<T>(got_t, want_v, *m_stat, f_stat, k_win));
           continue;
         }
         const double bound = e.mag_is_bound ? m : gam * m;
