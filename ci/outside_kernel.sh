@@ -13,7 +13,7 @@ cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Wpedantic -Werror" >/dev/null
 cmake --build "$work/build" -j "$(nproc)"
 ctest --test-dir "$work/build" --output-on-failure -L example "$@"
-# The README's `build-outside$` blocks are this build's output (../examples as from the tree).
+# The `build-outside$` blocks of docs/*.md are this build's output (../examples as from the tree).
 if [ "$#" -eq 0 ]; then
   ln -s "$SHARDCHECK_ROOT/examples" "$work/examples"
   /usr/bin/python3 "$SHARDCHECK_ROOT/ci/readme_outputs.py" --check --in build-outside="$work/build" \

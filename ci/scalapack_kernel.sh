@@ -15,7 +15,7 @@ cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   grep -i "scalapack" || true
 cmake --build "$work/build" -j "$(nproc)"
 ctest --test-dir "$work/build" --output-on-failure -L scalapack "$@"
-# The README's `build-scalapack$` blocks are this build's output.
+# The `build-scalapack$` blocks of docs/*.md are this build's output.
 if [ "$#" -eq 0 ] && [ -x "$work/build/pblas_check" ]; then
   /usr/bin/python3 "$SHARDCHECK_ROOT/ci/readme_outputs.py" --check \
     --in build-scalapack="$work/build" --only build-scalapack \

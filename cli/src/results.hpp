@@ -61,7 +61,7 @@ struct run_results {
 
 // The JUnit XML document: one <testsuite> per strategy, one <testcase> per property.
 [[nodiscard]] std::string junit_xml(const run_results& r);
-// The JSON document; its schema is in the README ("What `verify` prints").
+// The JSON document; its schema is in docs/outputs.md ("Results a CI system reads").
 [[nodiscard]] std::string json_text(const run_results& r);
 
 // Writes `text` to `path` atomically (a temporary file beside it, then rename); a symlink's

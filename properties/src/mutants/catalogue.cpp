@@ -294,8 +294,8 @@ std::vector<mixed_op> mixed_ops() {
   const char* pair = "M=16 N=16 K=64 H=64 act=relu";
   const char* dw = "M=1024 N=8 K=8 bucket=64 overlap=1";
   // At a contraction of 16384 (the pairs' H, sharded_weights' M for dW), on positive data: on
-  // mean-zero data there the window is wider than the defect (README "What the mixed mutants
-  // show").
+  // mean-zero data there the window is wider than the defect (docs/numerics.md, "What the mixed
+  // mutants show").
   const auto long_chain = [](const char* shape) {
     return std::string("p=2 ") + shape +
            " layout=out_in mode=positive seed=3 backend=native dtype=bf16 acc=f32 reduce=f32";
