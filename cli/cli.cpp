@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "shardcheck/parallel/memory.hpp"
+#include "shardcheck/properties/checks.hpp"
 #include "shardcheck/properties/driver.hpp"
 #include "shardcheck/properties/exit_codes.hpp"
 #include "shardcheck/properties/footprint.hpp"
@@ -55,19 +56,20 @@ struct usage_error : error {
   using error::error;
 };
 
-// Built-in, extra and (for replay lines and explicit --strategy only) mutant kernels, each as the
-// subject a case runs.
+// Built-in, collective checks (checks.hpp), extra and (for replay lines and explicit --strategy
+// only) mutant kernels, each as the subject a case runs.
 struct catalogue {
   par::registry builtin = par::builtin_strategies();
+  par::registry checks = prop::collective_checks();
   par::registry extra;
-  prop::mutant_set mutants{builtin};
+  prop::mutant_set mutants{{&builtin, &checks}};
   // The extra kernels' cells (verify --strategy mutant.<operator>@<kernel>); selftest's matrix is
   // the built-in one.
   prop::mutant_set extra_mutants;
   std::map<std::string, prop::subject, std::less<>> plain;
 
   explicit catalogue(par::registry more) : extra(std::move(more)), extra_mutants(extra) {
-    for (const par::registry* r : {&builtin, &extra})
+    for (const par::registry* r : {&builtin, &checks, &extra})
       for (const auto& k : r->all()) plain.emplace(k->name(), prop::subject{k.get(), {}});
   }
   [[nodiscard]] const prop::subject* find(std::string_view name) const {
@@ -75,7 +77,15 @@ struct catalogue {
     if (const prop::subject* m = mutants.find(name)) return m;
     return extra_mutants.find(name);
   }
+  // Every kernel verify checks (the collective checks included).
   [[nodiscard]] std::vector<const par::kernel*> normal() const {
+    std::vector<const par::kernel*> out;
+    for (const par::registry* r : {&builtin, &checks, &extra})
+      for (const auto& k : r->all()) out.push_back(k.get());
+    return out;
+  }
+  // The strategies compare, audit and scale measure (not the collective checks).
+  [[nodiscard]] std::vector<const par::kernel*> strategies() const {
     std::vector<const par::kernel*> out;
     for (const par::registry* r : {&builtin, &extra})
       for (const auto& k : r->all()) out.push_back(k.get());
@@ -1352,13 +1362,13 @@ int cli_main(int argc, char** argv, par::registry extra) {
     if (selftest->parsed()) return done(do_selftest(cat, st, st_timeout, program));
     if (compare_cmd->parsed())
       return done(compare::run(
-          cat.normal(), [&](std::string_view n) { return cat.find(n); }, co));
+          cat.strategies(), [&](std::string_view n) { return cat.find(n); }, co));
     if (audit_cmd->parsed())
       return done(audit::run(
-          cat.normal(), [&](std::string_view n) { return cat.find(n); }, ao));
+          cat.strategies(), [&](std::string_view n) { return cat.find(n); }, ao));
     if (scale_cmd->parsed())
       return done(scale::run(
-          cat.normal(), [&](std::string_view n) { return cat.find(n); }, so));
+          cat.strategies(), [&](std::string_view n) { return cat.find(n); }, so));
   } catch (const mpi_error& e) {
     return fail(prop::exit_code::runtime, "MPI error: ", e.what());
   } catch (const shardcheck::error& e) {

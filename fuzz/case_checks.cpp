@@ -5,12 +5,17 @@
 
 #include "fuzz_check.hpp"
 #include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/properties/checks.hpp"
 #include "shardcheck/properties/footprint.hpp"
 
 namespace shardcheck::fuzz {
 
 const par::registry& kernels() {
-  static const par::registry all = par::builtin_strategies();
+  static const par::registry all = [] {
+    par::registry r = par::builtin_strategies();
+    prop::add_collective_checks(r);
+    return r;
+  }();
   return all;
 }
 

@@ -690,7 +690,6 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   std::string known;
   std::set<std::string> kernel_names;
   for (const par::kernel* k : kernels) {
-    if (k->name().rfind("collective.", 0) == 0) continue;
     kernel_names.insert(k->name());
     known += (known.empty() ? "" : ", ") + k->name();
   }

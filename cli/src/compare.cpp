@@ -1432,7 +1432,6 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   std::map<std::string, const par::kernel*> by_name;
   std::string known;
   for (const par::kernel* k : kernels) {
-    if (k->name().rfind("collective.", 0) == 0) continue;  // collectives alone, no layer
     by_name[k->name()] = k;
     known += (known.empty() ? "" : ", ") + k->name();
   }

@@ -1,10 +1,8 @@
 #include "shardcheck/parallel/registry.hpp"
 
-#include "strategies/collective_check.hpp"
 #include "strategies/column_parallel.hpp"
 #include "strategies/column_row_pair.hpp"
 #include "strategies/data_parallel.hpp"
-#include "strategies/overlap_check.hpp"
 #include "strategies/pipeline.hpp"
 #include "strategies/redistribute_layer.hpp"
 #include "strategies/row_parallel.hpp"
@@ -38,9 +36,6 @@ registry builtin_strategies() {
   r.add(std::make_unique<pipeline>(pipeline_schedule::gpipe, false));
   r.add(std::make_unique<pipeline>(pipeline_schedule::one_f_one_b, false));
   r.add(std::make_unique<pipeline>(pipeline_schedule::one_f_one_b, true));
-  r.add(std::make_unique<collective_check>(collective::broadcast));
-  r.add(std::make_unique<collective_check>(collective::all_to_all));
-  r.add(std::make_unique<overlap_check>());
   return r;
 }
 

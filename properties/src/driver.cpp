@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include <rapidcheck/detail/Configuration.h>
+#include <rapidcheck.h>
 
 #include "shardcheck/properties/exit_codes.hpp"
 #include "shardcheck/properties/footprint.hpp"
@@ -123,11 +123,6 @@ driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::
       find_(std::move(find)),
       timeout_(case_timeout_seconds),
       program_(std::move(program)) {
-  // shardcheck passes its own parameters to every check: load RapidCheck's configuration now,
-  // without the line it prints about it.
-  std::streambuf* saved = std::cerr.rdbuf(nullptr);
-  (void)rc::detail::configuration();
-  std::cerr.rdbuf(saved);
   for (int p = 1; p <= world_.size(); ++p)
     subs_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
   dog_ = std::make_unique<watchdog>(timeout_, leader());
@@ -296,6 +291,30 @@ driver::shrunk driver::minimize(const subject& s, const par::run_case& c, const 
   return out;
 }
 
+namespace {
+// One run of the property on a drawn case, as RapidCheck's search and shrinking see it.
+struct evaluation {
+  enum { pass, discard, fail } result = pass;
+  std::string message;
+};
+
+// The size the i-th of n cases is drawn at: 0 … max_size spread evenly over the cases, the
+// largest always reached. rc::check's schedule, so that a seed draws the cases it draws there.
+int size_for(int n, int max_size, int i) {
+  const int sizes = max_size + 1, regular = n / sizes * sizes;
+  if (i < regular) return i % sizes;
+  const int rest = n - regular;
+  return rest == 1 ? 0 : i % sizes * max_size / (rest - 1);
+}
+}  // namespace
+
+// RapidCheck is driven through its public API: the property is a generator (rc::gen::exec) that
+// draws a case and runs it; the cases are searched and a failure shrunk here, as rc::check does
+// (sizes above, one split of the seed's rc::Random per case, at most 10 discards per success;
+// then the first failing shrink of the failure taken, until none fails, and the smallest run once
+// more), so that the same seed draws the same cases. rc::check itself reads its seed and case
+// count once per process (RC_PARAMS), and prints its own report: here each check has its own and
+// the report is shardcheck's.
 strategy_report driver::check(const std::string& name, const subject& s, const suite_options& o) {
   using clock = std::chrono::steady_clock;
   strategy_report report;
@@ -305,54 +324,79 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   int evaluated = 0, over_limit = 0;
   bool failing = false;
   const auto gen = case_for(*s.k, world_.size(), o.pins);
-  const auto property = [&] {
-    par::run_case c = *gen;
-    c.strategy = name;
-    if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c).bytes > o.memory_limit) {
-      ++over_limit;
-      RC_DISCARD("above the memory limit");
+  const auto property = rc::gen::exec([&]() -> evaluation {
+    try {
+      par::run_case c = *gen;
+      c.strategy = name;
+      if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c).bytes > o.memory_limit) {
+        ++over_limit;
+        return {evaluation::discard, "above the memory limit"};
+      }
+      const case_verdict v = run(c, o.mask);
+      ++evaluated;
+      if (!failing) ++report.cases;
+      if (o.progress && clock::now() - last_progress > std::chrono::seconds(5)) {
+        last_progress = clock::now();
+        std::fprintf(stderr, "  %s: %d/%d cases%s\n", name.c_str(), report.cases, o.cases,
+                     failing ? " (shrinking a failure)" : "");
+      }
+      if (v.worst_memory >= report.worst_memory && v.failed == 0) {
+        report.worst_memory = v.worst_memory;
+        report.peak_bytes = v.peak_bytes;
+        report.bound_bytes = v.bound_bytes;
+      }
+      report.worst_error = std::max(report.worst_error, v.worst_error);
+      report.errors.merge(v.errors);
+      report.recorded_sent = std::max(report.recorded_sent, v.recorded_sent);
+      report.not_claimed |= v.not_claimed;
+      report.not_measured |= v.not_measured;
+      if (v.failed != 0) {
+        failing = true;
+        report.failure = v;
+        report.replay = c.to_string();
+        return {evaluation::fail, v.message};
+      }
+      return {};
+    } catch (const rc::GenerationFailure& e) {
+      return {evaluation::discard, std::string("Generation failed with message:\n") + e.what()};
+    } catch (const std::exception& e) {
+      return {evaluation::fail, std::string("Exception thrown with message:\n") + e.what()};
+    } catch (...) {
+      return {evaluation::fail, "Unknown object thrown"};
     }
-    const case_verdict v = run(c, o.mask);
-    ++evaluated;
-    if (!failing) ++report.cases;
-    if (o.progress && clock::now() - last_progress > std::chrono::seconds(5)) {
-      last_progress = clock::now();
-      std::fprintf(stderr, "  %s: %d/%d cases%s\n", name.c_str(), report.cases, o.cases,
-                   failing ? " (shrinking a failure)" : "");
+  });
+  constexpr int max_size = 100, discards_per_success = 10;
+  rc::Random random(o.seed);
+  int successes = 0, discards = 0, recent_discards = 0;
+  std::optional<rc::Shrinkable<evaluation>> failed;
+  std::string gave_up;
+  while (successes < o.cases) {
+    const int size = size_for(o.cases, max_size, successes) + recent_discards / 10;
+    rc::Shrinkable<evaluation> drawn = property(random.split(), size);
+    const evaluation e = drawn.value();
+    if (e.result == evaluation::fail) {
+      failed = std::move(drawn);
+      break;
     }
-    if (v.worst_memory >= report.worst_memory && v.failed == 0) {
-      report.worst_memory = v.worst_memory;
-      report.peak_bytes = v.peak_bytes;
-      report.bound_bytes = v.bound_bytes;
+    if (e.result == evaluation::pass) {
+      ++successes;
+      recent_discards = 0;
+    } else if (++recent_discards, ++discards > discards_per_success * o.cases) {
+      gave_up = drawn.value().message;
+      break;
     }
-    report.worst_error = std::max(report.worst_error, v.worst_error);
-    report.errors.merge(v.errors);
-    report.recorded_sent = std::max(report.recorded_sent, v.recorded_sent);
-    report.not_claimed |= v.not_claimed;
-    report.not_measured |= v.not_measured;
-    if (v.failed != 0) {
-      failing = true;
-      report.failure = v;
-      report.replay = c.to_string();
-      RC_FAIL(v.message);
+  }
+  std::string failed_message;
+  if (failed) {
+    rc::Shrinkable<evaluation> best = *failed;
+    auto shrinks = best.shrinks();
+    while (auto shrink = shrinks.next()) {
+      if (shrink->value().result != evaluation::fail) continue;
+      best = std::move(*shrink);
+      shrinks = best.shrinks();
     }
-  };
-  rc::detail::TestParams params;
-  params.maxSuccess = o.cases;
-  params.seed = o.seed;
-  params.maxSize = 100;
-  rc::detail::TestMetadata meta;
-  meta.id = name;
-  meta.description = name;
-  // A listener of our own: RapidCheck's default one would print its reproduce string, and the
-  // replay line printed by shardcheck is the way to reproduce a case.
-  struct quiet : rc::detail::TestListener {
-    void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-    void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-    void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-  } listener;
-  const auto result =
-      rc::detail::checkProperty(rc::detail::toProperty(property), meta, params, listener);
+    failed_message = best.value().message;
+  }
   if (failing && o.local_minimum) {
     if (o.progress)
       std::fprintf(stderr, "  %s: simplifying the failing case to a local minimum\n", name.c_str());
@@ -363,19 +407,17 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
     report.local_minimum = m.local_minimum;
   }
   report.seconds = std::chrono::duration<double>(clock::now() - start).count();
-  report.passed = !failing && result.template is<rc::detail::SuccessResult>();
+  report.passed = !failing && !failed && gave_up.empty() && successes == o.cases;
   if (!failing && !report.passed) {
     std::string why = "RapidCheck could not run the property";
-    if (result.template is<rc::detail::FailureResult>())
-      why += ": " + result.template get<rc::detail::FailureResult>().description;
-    else if (result.template is<rc::detail::GaveUpResult>() && over_limit > 0)
+    if (failed)
+      why += ": " + failed_message;
+    else if (over_limit > 0)
       why += " (gave up): " + std::to_string(over_limit) +
              " drawn cases were above the memory limit of " + human_bytes(o.memory_limit) +
              " per rank (--memory-limit)";
-    else if (result.template is<rc::detail::GaveUpResult>())
-      why += " (gave up): " + result.template get<rc::detail::GaveUpResult>().description;
-    else if (result.template is<rc::detail::Error>())
-      why += ": " + result.template get<rc::detail::Error>().description;
+    else
+      why += " (gave up): " + gave_up;
     report.failure.message = why;
   }
   return report;

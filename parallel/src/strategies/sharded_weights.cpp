@@ -217,7 +217,7 @@ void sharded_weights::forward(context& ctx, const run_case& c, const forward_io&
     using A = wide_t<T>;  // the products' dtype: f32 for bf16 / f16 (buckets gathered in T)
     const matrix<T>& w = ws[0];
     comm& world = ctx.grid.axis(0);
-    const bucket_plan plan = plan_buckets(c, forward_bucket_bytes(c));
+    const bucket_plan plan = plan_buckets(c);
     const auto m = x.rows, n = static_cast<std::size_t>(c.prob.N),
                k = static_cast<std::size_t>(c.prob.K), cols = static_cast<std::size_t>(plan.cols);
     const bool out_in = c.prob.layout == weight_layout::out_in;

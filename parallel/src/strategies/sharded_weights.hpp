@@ -50,7 +50,6 @@
 // (mixed_ops.hpp). The f32 copies are added to both peaks.
 //
 // Protected hooks (forward only; the defaults are the algorithm above), for a subclass:
-//   forward_bucket_bytes(c)  B of forward's buckets (c.param("bucket")); the bounds keep B
 //   buffer_rows(b, i)        rows of bucket i's buffer (its own); both peak bounds follow it
 //   reuse_previous_buffer()  bucket i+1 gathered into bucket i's buffer (false)
 //   start_gathers()          false: own rows only, no gather (the benchmark's compute-only run)
@@ -90,11 +89,6 @@ class sharded_weights : public kernel {
   void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
  protected:
-  // The bucket budget forward plans its buckets with. cost() states the buckets of
-  // c.param("bucket") whatever this returns.
-  [[nodiscard]] virtual std::int64_t forward_bucket_bytes(const run_case& c) const {
-    return c.param("bucket");
-  }
   // Rows of the buffer forward gathers bucket i of plan b into (at least the bucket's own rows,
   // hi − lo). cost() bounds both phases' buffers with it: the largest pair of consecutive
   // buffers (overlap=1) or the largest buffer (overlap=0).

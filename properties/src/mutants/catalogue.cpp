@@ -9,6 +9,7 @@
 #include "mutants/kernels.hpp"
 #include "mutants/mixed.hpp"
 #include "shardcheck/parallel/registry.hpp"
+#include "shardcheck/properties/checks.hpp"
 #include "shardcheck/properties/generators.hpp"
 #include "shardcheck/properties/mutants.hpp"
 
@@ -338,8 +339,8 @@ std::string cell_name(std::string_view op, std::string_view strategy) {
 std::span<const old_mutant> old_mutants() { return old_table; }
 
 struct mutant_set::impl {
-  par::registry owned_strategies;  // empty when built on the caller's registry
-  const par::registry* strategies = nullptr;
+  std::vector<par::registry> owned_strategies;  // empty when built on the caller's registries
+  std::vector<const par::kernel*> strategies;
   std::vector<std::string> names;
   std::vector<mutant_operator> operators;
   std::vector<mutant_cell> cells;
@@ -350,20 +351,32 @@ struct mutant_set::impl {
 };
 
 mutant_set::mutant_set(int max_p) : impl_(std::make_unique<impl>()) {
-  impl_->owned_strategies = par::builtin_strategies();
-  build(impl_->owned_strategies, max_p);
+  impl_->owned_strategies.push_back(par::builtin_strategies());
+  impl_->owned_strategies.push_back(collective_checks());
+  build({&impl_->owned_strategies[0], &impl_->owned_strategies[1]}, max_p);
 }
 
 mutant_set::mutant_set(const par::registry& strategies, int max_p)
     : impl_(std::make_unique<impl>()) {
+  build({&strategies}, max_p);
+}
+
+mutant_set::mutant_set(const std::vector<const par::registry*>& strategies, int max_p)
+    : impl_(std::make_unique<impl>()) {
   build(strategies, max_p);
 }
 
-void mutant_set::build(const par::registry& strategies, int max_p) {
+void mutant_set::build(const std::vector<const par::registry*>& strategies, int max_p) {
   impl& m = *impl_;
-  m.strategies = &strategies;
+  for (const par::registry* r : strategies)
+    for (const auto& k : r->all()) m.strategies.push_back(k.get());
+  const auto find = [&](std::string_view name) -> const par::kernel* {
+    for (const par::kernel* k : m.strategies)
+      if (k->name() == name) return k;
+    return nullptr;
+  };
   std::vector<usage> used;
-  for (const auto& k : m.strategies->all()) {
+  for (const par::kernel* k : m.strategies) {
     m.names.push_back(k->name());
     used.push_back(usage_of(*k, max_p));
   }
@@ -377,7 +390,7 @@ void mutant_set::build(const par::registry& strategies, int max_p) {
     m.operators.push_back(op.info);
     for (std::size_t i = 0; i < m.names.size(); ++i) {
       auto log = std::make_shared<fire_log>();
-      add(op.info, m.names[i], op.applies(used[i]), m.strategies->all()[i].get(),
+      add(op.info, m.names[i], op.applies(used[i]), m.strategies[i],
           wrap_with(op.where, op.make, log), log);
     }
   }
@@ -392,7 +405,7 @@ void mutant_set::build(const par::registry& strategies, int max_p) {
   for (const decorator_op& op : decorators) {
     m.operators.push_back(op.info);
     for (std::size_t i = 0; i < m.names.size(); ++i) {
-      const par::kernel& k = *m.strategies->all()[i];
+      const par::kernel& k = *m.strategies[i];
       auto log = std::make_shared<fire_log>();
       m.owned.push_back(op.make(k, cell_name(op.info.name, m.names[i]), log));
       const bool applies = op.info.name != "float_inputs" || k.info().supports(dtype::f64);
@@ -401,15 +414,16 @@ void mutant_set::build(const par::registry& strategies, int max_p) {
   }
   for (const subclass_op& op : subclass_ops) {
     m.operators.push_back(op.info);
-    const bool hosted = m.strategies->find(op.host) != nullptr;
+    const bool hosted = find(op.host) != nullptr;
     auto log = std::make_shared<fire_log>();
-    m.owned.push_back(mutants::make_subclass(op.info.name, cell_name(op.info.name, op.host), log));
+    m.owned.push_back(
+        mutants::make_subclass(op.info.name, find(op.host), cell_name(op.info.name, op.host), log));
     add(op.info, op.host, hosted, m.owned.back().get(), {}, log);
   }
   for (const mixed_op& op : mixed_ops()) {
     m.operators.push_back(op.info);
     for (const mixed_host& h : op.hosts) {
-      const par::kernel* host = m.strategies->find(h.host);
+      const par::kernel* host = find(h.host);
       auto log = std::make_shared<fire_log>();
       const std::string name = cell_name(op.info.name, h.host);
       if (host != nullptr) m.owned.push_back(h.make(*host, name, log));
@@ -424,10 +438,10 @@ void mutant_set::build(const par::registry& strategies, int max_p) {
             "unanswered",
             "data_parallel",
             false,
-            subject{m.strategies->find("data_parallel"),
+            subject{find("data_parallel"),
                     wrap_with(layer_position::below, maker<mutants::unanswered>(), log)},
             log};
-  if (const par::kernel* dp = m.strategies->find("data_parallel")) {
+  if (const par::kernel* dp = find("data_parallel")) {
     auto empty_log = std::make_shared<fire_log>();
     const std::string name = cell_name("empty_shard", "data_parallel");
     m.owned.push_back(std::make_unique<mutants::empty_shard_off_by_one>(*dp, name, empty_log));

@@ -193,15 +193,17 @@ class renamed : public Base {
   std::shared_ptr<fire_log> log_;
 };
 
-// Forward gathers all of W at once, whatever the bucket size.
-class ignores_bucket final : public renamed<par::sharded_weights> {
+// Forward gathers all of W at once, whatever the bucket size: the inner forward runs on the case
+// with an unbounded bucket, while cost() states the case's own buckets.
+class ignores_bucket final : public kernel_decorator {
  public:
-  using renamed::renamed;
-
- protected:
-  [[nodiscard]] std::int64_t forward_bucket_bytes(const par::run_case& c) const override {
+  using kernel_decorator::kernel_decorator;
+  void forward(par::context& ctx, const par::run_case& c,
+               const par::forward_io& io) const override {
     if (par::plan_buckets(c).count > 1) fired();
-    return std::numeric_limits<std::int64_t>::max();
+    par::run_case whole = c;
+    whole.params["bucket"] = std::numeric_limits<std::int64_t>::max();
+    inner_.forward(ctx, whole, io);
   }
 };
 
@@ -267,10 +269,12 @@ class dw_over_world final : public renamed<par::pipeline> {
 };
 }  // namespace
 
-std::unique_ptr<par::kernel> make_subclass(const std::string& op, const std::string& name,
-                                           std::shared_ptr<fire_log> log) {
+std::unique_ptr<par::kernel> make_subclass(const std::string& op, const par::kernel* host,
+                                           const std::string& name, std::shared_ptr<fire_log> log) {
   using par::pipeline_schedule;
-  if (op == "ignores_bucket") return std::make_unique<ignores_bucket>(name, std::move(log));
+  if (op == "ignores_bucket")
+    return host != nullptr ? std::make_unique<ignores_bucket>(*host, name, std::move(log))
+                           : nullptr;
   if (op == "reuses_buffer") return std::make_unique<reuses_buffer>(name, std::move(log));
   if (op == "padded_buckets") return std::make_unique<padded_buckets>(name, std::move(log));
   if (op == "w_panel_wrong_row") return std::make_unique<w_panel_wrong_row>(name, std::move(log));

@@ -98,9 +98,12 @@ class default_claims final : public kernel_decorator {
                                  std::span<const int> coords) const override;
 };
 
-// The hook subclasses, by operator name: ignores_bucket, reuses_buffer, padded_buckets,
-// w_panel_wrong_row, keeps_activations, dw_over_world. nullptr for another name.
+// The defects inside one strategy's algorithm, by operator name: ignores_bucket (a decorator of
+// `host`, sharded_weights), and the hook subclasses reuses_buffer, padded_buckets,
+// w_panel_wrong_row, keeps_activations, dw_over_world. nullptr for another name, or without the
+// host a decorator needs.
 [[nodiscard]] std::unique_ptr<par::kernel> make_subclass(const std::string& op,
+                                                         const par::kernel* host,
                                                          const std::string& name,
                                                          std::shared_ptr<fire_log> log);
 

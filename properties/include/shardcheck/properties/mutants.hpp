@@ -128,11 +128,12 @@ struct old_mutant {
 // arrives).
 class mutant_set {
  public:
-  // On par::builtin_strategies(), owned. max_p: the most workers a case can have (the launched
-  // ranks); it decides applicability only.
+  // On par::builtin_strategies() and the collective checks (checks.hpp), owned. max_p: the most
+  // workers a case can have (the launched ranks); it decides applicability only.
   explicit mutant_set(int max_p = 4);
-  // On the caller's registry, which must outlive the set.
+  // On the caller's registries, in order, which must outlive the set.
   explicit mutant_set(const par::registry& strategies, int max_p = 4);
+  explicit mutant_set(const std::vector<const par::registry*>& strategies, int max_p = 4);
   ~mutant_set();
   mutant_set(const mutant_set&) = delete;
   mutant_set& operator=(const mutant_set&) = delete;
@@ -148,7 +149,7 @@ class mutant_set {
   [[nodiscard]] const std::vector<mutant_cell>& cells() const;
 
  private:
-  void build(const par::registry& strategies, int max_p);
+  void build(const std::vector<const par::registry*>& strategies, int max_p);
   struct impl;
   std::unique_ptr<impl> impl_;
 };

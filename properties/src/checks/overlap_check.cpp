@@ -1,10 +1,11 @@
-#include "strategies/overlap_check.hpp"
+#include "checks/overlap_check.hpp"
 
 #include <algorithm>
 
 #include "shardcheck/reference/gemm.hpp"
 
-namespace shardcheck::par {
+namespace shardcheck::prop::checks {
+using namespace par;
 
 namespace {
 bool reduce_scatters(const run_case& c) { return c.param("dw") == 0; }
@@ -154,4 +155,4 @@ void overlap_check::backward(context& ctx, const run_case& c, const backward_io&
   });
 }
 
-}  // namespace shardcheck::par
+}  // namespace shardcheck::prop::checks

@@ -17,19 +17,21 @@
 //   rows 3–4.
 #include "shardcheck/parallel/kernel.hpp"
 
-namespace shardcheck::par {
+namespace shardcheck::prop::checks {
 
-class overlap_check final : public kernel {
+class overlap_check final : public par::kernel {
  public:
   overlap_check();
-  [[nodiscard]] const kernel_info& info() const override { return info_; }
-  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
-  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
-  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
-  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
+  [[nodiscard]] const par::kernel_info& info() const override { return info_; }
+  [[nodiscard]] par::layout placement(par::tensor_slot t, const par::run_case& c) const override;
+  [[nodiscard]] par::claims cost(const par::run_case& c,
+                                 std::span<const int> coords) const override;
+  void forward(par::context& ctx, const par::run_case& c, const par::forward_io& io) const override;
+  void backward(par::context& ctx, const par::run_case& c,
+                const par::backward_io& io) const override;
 
  private:
-  kernel_info info_;
+  par::kernel_info info_;
 };
 
-}  // namespace shardcheck::par
+}  // namespace shardcheck::prop::checks

@@ -1,6 +1,7 @@
 #pragma once
-// Collectives checked as pseudo-strategies: a linear layer whose only job is to move its result
-// through one collective, so the driver, generators, ledger, memory, determinism and replica
+// Collectives checked as pseudo-strategies (registered beside the harness, checks.hpp; not in
+// the product's registry): a linear layer whose only job is to move its result through one
+// collective, so the driver, generators, ledger, memory, determinism and replica
 // properties hold the collective itself to the reference, on random p, shapes with zero and uneven
 // parts, dtypes and both backends. All-gather, all-reduce and reduce-scatter already have such
 // hosts (data_parallel, column_parallel, row_parallel); these two cover the collectives no strategy
@@ -20,22 +21,25 @@
 //   2·3 to rank 1, and receives 1·1 from rank 1; Y on rank 0 is the 3×1 first column.
 #include "shardcheck/parallel/kernel.hpp"
 
-namespace shardcheck::par {
+namespace shardcheck::prop::checks {
 
-class collective_check final : public kernel {
+class collective_check final : public par::kernel {
  public:
-  // kind is collective::broadcast or collective::all_to_all; the name is "collective.<kind>".
-  explicit collective_check(collective kind);
-  [[nodiscard]] const kernel_info& info() const override { return info_; }
-  [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
-  [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
-  void forward(context& ctx, const run_case& c, const forward_io& io) const override;
-  void backward(context& ctx, const run_case& c, const backward_io& io) const override;
+  // kind is par::collective::broadcast or par::collective::all_to_all; the name is
+  // "collective.<kind>".
+  explicit collective_check(par::collective kind);
+  [[nodiscard]] const par::kernel_info& info() const override { return info_; }
+  [[nodiscard]] par::layout placement(par::tensor_slot t, const par::run_case& c) const override;
+  [[nodiscard]] par::claims cost(const par::run_case& c,
+                                 std::span<const int> coords) const override;
+  void forward(par::context& ctx, const par::run_case& c, const par::forward_io& io) const override;
+  void backward(par::context& ctx, const par::run_case& c,
+                const par::backward_io& io) const override;
 
  private:
-  [[nodiscard]] bool is_broadcast() const { return kind_ == collective::broadcast; }
-  collective kind_;
-  kernel_info info_;
+  [[nodiscard]] bool is_broadcast() const { return kind_ == par::collective::broadcast; }
+  par::collective kind_;
+  par::kernel_info info_;
 };
 
-}  // namespace shardcheck::par
+}  // namespace shardcheck::prop::checks

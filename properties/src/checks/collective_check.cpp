@@ -1,11 +1,12 @@
-#include "strategies/collective_check.hpp"
+#include "checks/collective_check.hpp"
 
 #include <algorithm>
 #include <vector>
 
 #include "shardcheck/reference/gemm.hpp"
 
-namespace shardcheck::par {
+namespace shardcheck::prop::checks {
+using namespace par;
 
 namespace {
 int root_of(const run_case& c) { return static_cast<int>(c.param("root") % c.p); }
@@ -149,4 +150,4 @@ void collective_check::backward(context& ctx, const run_case& c, const backward_
   });
 }
 
-}  // namespace shardcheck::par
+}  // namespace shardcheck::prop::checks
