@@ -142,13 +142,25 @@ par::run_case default_case(const par::kernel& s, int p, std::int64_t m, std::int
   return c;
 }
 
+// The case `list` shows a kernel's placements on: p = 1 and M = N = K = 1, or else the smallest
+// of a few the kernel takes (it may decline the first: a minimum size, a square grid of 4).
+par::run_case listing_case(const par::kernel& s) {
+  for (int p = 1; p <= 16; ++p)
+    for (const std::int64_t n : {1, 2, 4, 8, 16, 64, 256}) {
+      par::run_case d = default_case(s, p, n, n, n);
+      try {
+        par::complete_and_validate(s, d);
+        return d;
+      } catch (const par::case_declined&) {
+        continue;
+      }
+    }
+  throw invalid_problem(s.name() + " declines every case of p ≤ 16 and M = N = K ≤ 256");
+}
+
 int do_list(const catalogue& cat) {
   for (const auto* s : cat.normal()) {
-    const par::run_case c = [&] {
-      par::run_case d = default_case(*s, 1, 1, 1, 1);
-      par::complete_and_validate(*s, d);
-      return d;
-    }();
+    const par::run_case c = listing_case(*s);
     const par::kernel_info& info = s->info();
     const par::case_plan plan = par::plan_of(*s, c, par::coords_of(0, s->mesh_dims(c)));
     std::printf("%s\n  %s\n  placements (%zu-axis mesh, defaults): %s\n", info.name.c_str(),
@@ -168,6 +180,9 @@ int do_list(const catalogue& cat) {
       std::printf("  parameter %s in [%lld, %lld], default %lld: %s\n", ps.name.c_str(),
                   static_cast<long long>(ps.min), static_cast<long long>(ps.max),
                   static_cast<long long>(ps.fallback), ps.help.c_str());
+    if (const std::string takes = par::to_string(info.takes); !takes.empty())
+      std::printf("  takes only: %s\n", takes.c_str());
+    if (!info.deterministic) std::printf("  not deterministic by design\n");
   }
   return 0;
 }
@@ -507,6 +522,16 @@ std::string error_rows(const prop::error_figures& e) {
   return out;
 }
 
+// Under a strategy's row, the cases drawn that the kernel declined (its preconditions), e.g.
+//   declined: 212 drawn cases, never run (e.g. p=3 is not a perfect square)
+std::string declined_line(std::int64_t declined, const std::string& example) {
+  std::string out;
+  if (declined > 0)
+    appendf(out, "  declined: %lld drawn cases, never run (e.g. %s)\n",
+            static_cast<long long>(declined), example.c_str());
+  return out;
+}
+
 // The table's first column fits the longest name (a mutant's is long).
 std::string report_row(const prop::strategy_report& r, int width) {
   const auto memory = static_cast<unsigned>(prop::property::memory);
@@ -528,6 +553,7 @@ std::string report_row(const prop::strategy_report& r, int width) {
   if (r.not_measured != 0)
     appendf(out, "  not measured (never judged): %s\n",
             prop::properties_to_string(r.not_measured).c_str());
+  out += declined_line(r.declined, r.declined_example);
   return out;
 }
 
@@ -599,6 +625,8 @@ std::string suite_table(const results::run_results& rr) {
     r.peak_bytes = res.peak_bytes;
     r.recorded_sent = res.recorded_sent;
     r.bound_bytes = res.bound_bytes;
+    r.declined = res.declined;
+    r.declined_example = res.declined_example;
     out += report_row(r, width);
   }
   return out;
@@ -703,7 +731,11 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
                         (step == cap && p <= 0 ? "more than " + std::to_string(par::max_parts)
                                                : "p=" + std::to_string(probe.p)) +
                         " workers; only " + std::to_string(ranks) + " ranks were launched");
-    par::complete_and_validate(*s, probe);
+    try {
+      par::complete_and_validate(*s, probe);
+    } catch (const par::case_declined&) {
+      continue;  // the pins hold (declining comes last); the generators draw what it takes
+    }
     try {
       prop::check_footprint(*s, probe, limit);
     } catch (const error& e) {
@@ -785,6 +817,12 @@ replay_plan plan_replays(const catalogue& cat, const std::vector<corpus::line>& 
       c.strategy = t;
       try {
         par::complete_and_validate(cat.need(t), c);
+      } catch (const par::case_declined& e) {
+        // A replay-file line names what it runs: refused. A corpus line is skipped.
+        if (named && !corpus_mode) throw usage_error(at + ": " + e.what());
+        plan.skipped.push_back(at + ": " + e.what());
+        taken = true;
+        continue;
       } catch (const error& e) {
         if (named) throw usage_error(at + ": " + e.what());
         continue;  // a case this kernel does not take
@@ -923,6 +961,8 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     }
     res.not_claimed |= r.not_claimed;
     res.not_measured |= r.not_measured;
+    res.declined = r.declined;
+    res.declined_example = r.declined_example;
     if (!r.passed) {
       std::optional<par::run_case> c;
       if (!r.replay.empty()) c = par::run_case::parse(r.replay);

@@ -178,6 +178,7 @@ std::string junit_xml(const run_results& r) {
     pugi::xml_node meta = suite.append_child("properties");
     add_text_property(meta, "cases", std::to_string(s.cases));
     add_text_property(meta, "replayed", std::to_string(s.replayed));
+    add_text_property(meta, "declined", std::to_string(s.declined));
     add_text_property(meta, "ranks", std::to_string(r.ranks));
     add_text_property(meta, "seed", std::to_string(r.seed));
     for (const unsigned p : props) {
@@ -236,10 +237,12 @@ std::string json_text(const run_results& r) {
               {"result", s.passed() ? "pass" : "fail"},
               {"cases", s.cases},
               {"replayed", s.replayed},
+              {"declined", s.declined},
               {"seconds", s.seconds},
               {"worst_error_ratio", s.worst_error},
               {"errors", errors_json(s.errors)},
               {"max_recorded_bytes_sent", s.recorded_sent}};
+    j["declined_example"] = s.declined_example.empty() ? json(nullptr) : json(s.declined_example);
     const std::string_view mem = status_of(s, r.mask, memory);
     if (mem == "not claimed" || mem == "not measured" || mem == "not selected")
       j["memory"] = mem;

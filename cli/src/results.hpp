@@ -33,6 +33,9 @@ struct strategy_result {
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
   std::int64_t recorded_sent = 0;  // the most bytes one rank sent in one case, as recorded
   unsigned not_claimed = 0, not_measured = 0;
+  // Generated cases the kernel declined (its preconditions), and the reason of the first.
+  std::int64_t declined = 0;
+  std::string declined_example;
   std::vector<failure_record> failures;
   [[nodiscard]] bool passed() const { return failures.empty(); }
   // Folds one replayed case in: counts, worst ratios, what was not claimed or measured.

@@ -108,6 +108,24 @@ bool kernel_info::supports(value_mode m) const {
   return std::find(modes.begin(), modes.end(), m) != modes.end();
 }
 
+case_declined::case_declined(const std::string& kernel, std::string reason)
+    : invalid_problem(kernel + " declines the case: " + reason), reason_(std::move(reason)) {}
+
+std::string to_string(const preconditions& t) {
+  std::vector<std::string> parts;
+  if (t.min_p > 1) parts.push_back("p ≥ " + std::to_string(t.min_p));
+  if (t.square_p) parts.emplace_back("p a perfect square");
+  if (t.power_of_two_p) parts.emplace_back("p a power of two");
+  if (t.min_dim > 0) parts.push_back("every dimension ≥ " + std::to_string(t.min_dim));
+  for (const auto& [dim, n] : t.min_size) parts.push_back(dim + " ≥ " + std::to_string(n));
+  for (const auto& [dim, n] : t.multiple_of)
+    parts.push_back(dim + " a multiple of " + std::to_string(n));
+  if (t.no_empty_parts) parts.emplace_back("no empty parts");
+  std::string out;
+  for (const std::string& s : parts) out += (out.empty() ? "" : "; ") + s;
+  return out;
+}
+
 std::int64_t dim_length(const problem& p, const std::string& name) {
   if (name == "M") return p.M;
   if (name == "N") return p.N;
@@ -222,6 +240,52 @@ std::vector<index_run> cyclic_runs(std::int64_t n, std::int64_t nb, int src, int
   return out;
 }
 
+namespace {
+// Why info().takes declines c by its worker count and dimensions; none if it takes them.
+std::optional<std::string> declined_by_shape(const preconditions& t, const run_case& c) {
+  const std::string p = "p=" + std::to_string(c.p);
+  if (c.p < t.min_p) return p + " is below its minimum " + std::to_string(t.min_p);
+  if (t.square_p) {
+    int q = 1;
+    while (q * q < c.p) ++q;
+    if (q * q != c.p) return p + " is not a perfect square";
+  }
+  if (t.power_of_two_p && (c.p & (c.p - 1)) != 0) return p + " is not a power of two";
+  std::vector<std::string> dims{"M", "N", "K"};
+  for (std::size_t j = 1; j < c.prob.layers(); ++j) dims.push_back(width_name(j, c.prob.layers()));
+  const auto has = [&](const std::string& d) {
+    return std::find(dims.begin(), dims.end(), d) != dims.end();
+  };
+  // M, N, K, H, H2, H3, …: a name no case can have is the kernel's mistake.
+  const auto check_name = [](const std::string& d, const char* field) {
+    const bool width = d == "H" || (d.size() > 1 && d[0] == 'H' && d[1] != '0' && d != "H1" &&
+                                    d.find_first_not_of("0123456789", 1) == std::string::npos);
+    if (d != "M" && d != "N" && d != "K" && !width)
+      throw invalid_problem(std::string("kernel_info::takes.") + field + " names '" + d +
+                            "', which is no dimension (M, N, K, H, H2, …)");
+  };
+  for (const auto& entry : t.min_size) check_name(entry.first, "min_size");
+  for (const auto& entry : t.multiple_of) check_name(entry.first, "multiple_of");
+  for (const std::string& d : dims) {
+    const std::int64_t n = dim_length(c.prob, d);
+    std::int64_t least = t.min_dim;
+    if (const auto it = t.min_size.find(d); it != t.min_size.end())
+      least = std::max(least, it->second);
+    if (n < least)
+      return d + "=" + std::to_string(n) + " is below its minimum " + std::to_string(least);
+  }
+  for (const auto& [d, m] : t.multiple_of) {
+    if (m < 1)
+      throw invalid_problem("kernel_info::takes.multiple_of." + d + "=" + std::to_string(m) +
+                            ": a multiple must be at least 1");
+    if (has(d) && dim_length(c.prob, d) % m != 0)
+      return d + "=" + std::to_string(dim_length(c.prob, d)) + " is not a multiple of " +
+             std::to_string(m);
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 std::vector<int> coords_of(int rank, const std::vector<int>& dims) {
   std::vector<int> out(dims.size());
   for (std::size_t a = dims.size(); a-- > 0;) {
@@ -304,6 +368,7 @@ void complete_and_validate(const kernel& s, run_case& c) {
     for (const param_spec& ps : info.params) declared = declared || ps.name == key;
     if (!declared) throw invalid_problem(who + "unknown parameter '" + key + "'");
   }
+  if (auto why = declined_by_shape(info.takes, c)) throw case_declined(s.name(), std::move(*why));
   const auto dims = s.mesh_dims(c);
   const int product = std::accumulate(dims.begin(), dims.end(), 1, std::multiplies<>());
   if (product != c.p)
@@ -315,6 +380,14 @@ void complete_and_validate(const kernel& s, run_case& c) {
                             std::to_string(sp.parts) + " parts summing to " +
                             std::to_string(sp.length));
   };
+  // The partitions the library picks: a case may give them only as the library does.
+  for (auto& [key, part] : s.library_partitions(c)) {
+    const auto [it, added] = c.parts.try_emplace(key, part);
+    if (!added && !(it->second == part))
+      throw invalid_problem(who + "part." + key + "=" + it->second.to_string() +
+                            " contradicts the partition the kernel's library picks, part." + key +
+                            "=" + part.to_string());
+  }
   // The kernel's own splits first: its placements may read them (a pipeline's stages, part.L).
   for (const split& sp : s.extra_splits(c)) complete(sp);
   const auto needed = splits_of(s, c);
@@ -358,6 +431,13 @@ void complete_and_validate(const kernel& s, run_case& c) {
                         l[a].src, dims[a], 0);
     }
   }
+  if (info.takes.no_empty_parts)
+    for (const auto& [key, part] : c.parts)
+      for (const std::int64_t size : part.sizes())
+        if (size == 0)
+          throw case_declined(s.name(),
+                              "part." + key + "=" + part.to_string() + " has an empty part");
+  if (auto why = s.declines(c)) throw case_declined(s.name(), std::move(*why));
 }
 
 }  // namespace shardcheck::par

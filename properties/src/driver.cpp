@@ -323,11 +323,13 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   auto last_progress = start;
   int evaluated = 0, over_limit = 0;
   bool failing = false;
-  const auto gen = case_for(*s.k, world_.size(), o.pins);
+  draw_tally tally;
+  const auto gen = case_for(*s.k, world_.size(), o.pins, &tally);
   const auto property = rc::gen::exec([&]() -> evaluation {
     try {
       par::run_case c = *gen;
       c.strategy = name;
+      if (!failing) report.declined = tally.declined;
       if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c).bytes > o.memory_limit) {
         ++over_limit;
         return {evaluation::discard, "above the memory limit"};
@@ -406,12 +408,19 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
     report.shrink_runs = m.runs;
     report.local_minimum = m.local_minimum;
   }
+  if (!failing) report.declined = tally.declined;
+  report.declined_example = tally.example;
   report.seconds = std::chrono::duration<double>(clock::now() - start).count();
   report.passed = !failing && !failed && gave_up.empty() && successes == o.cases;
   if (!failing && !report.passed) {
     std::string why = "RapidCheck could not run the property";
     if (failed)
       why += ": " + failed_message;
+    else if (!gave_up.empty() && tally.declined > 0 && tally.declined >= over_limit)
+      why += " (gave up): " + name + " declined " + std::to_string(tally.declined) + " of the " +
+             std::to_string(tally.declined + tally.accepted) + " cases drawn (e.g. " +
+             tally.example + "): its preconditions leave almost nothing to draw with " +
+             std::to_string(world_.size()) + " ranks and these pins";
     else if (over_limit > 0)
       why += " (gave up): " + std::to_string(over_limit) +
              " drawn cases were above the memory limit of " + human_bytes(o.memory_limit) +

@@ -106,19 +106,46 @@ void draw_policy(const par::kernel_info& info, par::run_case& c) {
 }  // namespace
 
 namespace {
-par::run_case draw_case(const par::kernel& s, int max_p, const case_pins& pins, bool allow_large);
+// A drawn case and, if the kernel declines it, why (case_declined's reason).
+struct drawn {
+  par::run_case c;
+  std::string declined;
+};
+rc::Gen<drawn> draw_case(const par::kernel& s, int max_p, const case_pins& pins, bool allow_large);
+
+// The first case of draw_case(allow_large) that s takes, at most max_declined_in_a_row draws; each
+// declined draw counted in `tally`. A kernel that has declined every one of its first
+// max_declined_in_all draws (with these ranks and pins) fails at once.
+par::run_case accepted(const par::kernel& s, int max_p, const case_pins& pins, bool allow_large,
+                       draw_tally* tally) {
+  for (int attempt = 1;; ++attempt) {
+    if (tally != nullptr && tally->accepted == 0 && tally->declined >= max_declined_in_all)
+      throw rc::GenerationFailure(s.name() + " declined all " + std::to_string(tally->declined) +
+                                  " cases drawn (e.g. " + tally->example + ")");
+    drawn d = *draw_case(s, max_p, pins, allow_large);
+    if (d.declined.empty()) {
+      if (tally != nullptr) ++tally->accepted;
+      return std::move(d.c);
+    }
+    if (tally != nullptr && tally->declined++ == 0) tally->example = d.declined;
+    if (attempt == max_declined_in_a_row)
+      throw rc::GenerationFailure(s.name() + " declined " + std::to_string(attempt) +
+                                  " cases drawn in a row (the last: " + d.declined + ")");
+  }
+}
 }  // namespace
 
-rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins& pins) {
+rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins& pins,
+                                draw_tally* tally) {
   // At full size from the first case: worker counts and shapes are drawn evenly over their whole
   // ranges (RapidCheck would otherwise start every run with tiny ranges); edge cases come from
   // the weighted choices and from shrinking.
   return rc::gen::resize(
-      100, rc::gen::exec([&s, max_p, pins] {
+      100, rc::gen::exec([&s, max_p, pins, tally] {
         // A large case that would issue more than large_collectives collectives and messages on
         // rank 0 (sharded_weights at K = 22,290 with 1-row buckets: 22,290 gathers; 41 s) is drawn
         // again at the usual sizes.
-        par::run_case c = draw_case(s, max_p, pins, true);
+        par::run_case c = accepted(s, max_p, pins, true, tally);
         if (c.prob.M + c.prob.N + c.prob.K <= 600) return c;
         try {
           const par::claims cl = s.cost(c, std::vector<int>(s.mesh_dims(c).size(), 0));
@@ -129,16 +156,16 @@ rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p, const case_pins
         } catch (const std::exception&) {
           return c;  // the case itself says what is wrong when it runs
         }
-        return draw_case(s, max_p, pins, false);
+        return accepted(s, max_p, pins, false, tally);
       }));
 }
 
 namespace {
 
-par::run_case draw_case(const par::kernel& s, int max_p, const case_pins& pins, bool allow_large) {
+rc::Gen<drawn> draw_case(const par::kernel& s, int max_p, const case_pins& pins, bool allow_large) {
   // pins by value: RapidCheck keeps this generator's shrinkable and runs the lambda again while
   // shrinking, after the caller's frame (and the pins it was given) may be gone.
-  return *rc::gen::exec([&s, max_p, pins, allow_large] {
+  return rc::gen::exec([&s, max_p, pins, allow_large] {
     const par::kernel_info& info = s.info();
     par::run_case c;
     c.strategy = info.name;
@@ -216,10 +243,17 @@ par::run_case draw_case(const par::kernel& s, int max_p, const case_pins& pins, 
         c.params[ps.name] = *parameter(ps);
       }
     }
+    // The splits the kernel's library picks are its own; the others drawn.
+    const std::map<std::string, par::partition> chosen = s.library_partitions(c);
     for (const par::split& sp : par::splits_of(s, c))
-      c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
-    par::complete_and_validate(s, c);
-    return c;
+      if (!chosen.contains(sp.key)) c.parts.emplace(sp.key, *partition_of(sp.length, sp.parts));
+    drawn out{std::move(c), {}};
+    try {
+      par::complete_and_validate(s, out.c);
+    } catch (const par::case_declined& e) {
+      out.declined = e.reason();
+    }
+    return out;
   });
 }
 

@@ -40,13 +40,15 @@ std::optional<partition> refit(const partition& from, std::int64_t length, int p
 }
 
 // d with its partitions refitted from `old` to the splits k needs now (balanced where none
-// fits), completed and validated; nullopt if k rejects it.
+// fits, the library's where it picks them), completed and validated; nullopt if k rejects or
+// declines it.
 std::optional<run_case> settle(const par::kernel& k, run_case d,
                                const std::map<std::string, partition>& old) {
   try {
     d.parts.clear();
+    const std::map<std::string, partition> chosen = k.library_partitions(d);
     for (const par::split& sp : par::splits_of(k, d))
-      if (const auto it = old.find(sp.key); it != old.end())
+      if (const auto it = old.find(sp.key); it != old.end() && !chosen.contains(sp.key))
         if (auto fitted = refit(it->second, sp.length, sp.parts))
           d.parts.emplace(sp.key, std::move(*fitted));
     par::complete_and_validate(k, d);

@@ -28,6 +28,13 @@ class kernel_decorator : public par::kernel {
   [[nodiscard]] std::vector<par::split> extra_splits(const par::run_case& c) const override {
     return inner_.extra_splits(c);
   }
+  [[nodiscard]] std::optional<std::string> declines(const par::run_case& c) const override {
+    return inner_.declines(c);
+  }
+  [[nodiscard]] std::map<std::string, par::partition> library_partitions(
+      const par::run_case& c) const override {
+    return inner_.library_partitions(c);
+  }
   [[nodiscard]] par::claims cost(const par::run_case& c,
                                  std::span<const int> coords) const override {
     return inner_.cost(c, coords);

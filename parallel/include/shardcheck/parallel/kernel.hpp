@@ -9,6 +9,8 @@
 //   backward()   dX and every dW from X, the weights and dY
 //   cost()       optional claims: the collectives it issues, its peak bytes, its addition chains.
 //                Each is optional; a property whose claim is absent is reported `not claimed`.
+//   declines()   optional: why it declines a case its info().takes allows (none by default).
+//   library_partitions()  optional: the partitions its library picks for a case (none: drawn).
 //
 // A single layer is a stack of one: ws has one weight. forward and backward see `any_matrix`
 // values; io.visit runs a generic lambda on the case's element type, so a kernel is written once,
@@ -21,6 +23,7 @@
 // Everything else (data, blocks, checks, CLI, benchmarks) is derived from these, so adding a
 // kernel is one file plus one registry line.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -74,6 +77,24 @@ inline constexpr value_mode all_modes[] = {value_mode::exact,     value_mode::un
                                            value_mode::wide,      value_mode::cancel,
                                            value_mode::nonfinite, value_mode::positive};
 
+// What a kernel takes, as data (kernel_info::takes); a case outside it is declined: the generators
+// never draw it, shrinking never moves to it, verify counts the draws declined, and a replay line
+// of one is refused (exit 2) with the reason. Dimensions are named as in dim_names (M, N, K, and a
+// stack's H, H2, …; a name the case does not have is ignored). A q × q grid that needs a row and a
+// column per rank and K in pairs: {.min_dim = 1, .multiple_of = {{"K", 2}}, .no_empty_parts =
+// true, .square_p = true}.
+struct preconditions {
+  std::int64_t min_dim = 0;                           // every dimension at least this long
+  std::map<std::string, std::int64_t> min_size{};     // per dimension: {{"M", 4}} declines M = 3
+  std::map<std::string, std::int64_t> multiple_of{};  // per dimension: {{"K", 2}} declines K = 5
+  bool no_empty_parts = false;  // every part of every split non-empty (each rank holds a block)
+  int min_p = 1;                // at least this many workers
+  bool square_p = false;        // p a perfect square (1, 4, 9, …)
+  bool power_of_two_p = false;  // p a power of two (1, 2, 4, …)
+};
+// "p a perfect square; every dimension ≥ 1; K a multiple of 2; no empty parts"; "" for none.
+[[nodiscard]] std::string to_string(const preconditions& t);
+
 struct kernel_info {
   std::string name;
   std::string summary;
@@ -88,6 +109,12 @@ struct kernel_info {
   // The precision policies it runs bf16 / f16 in (with those in dtypes); none by default. Such a
   // kernel runs them through forward_io::visit_mixed, which also hands it bfloat16_t and half_t.
   std::vector<precision> policies{};
+  // The cases it takes (above); everything by default.
+  preconditions takes{};
+  // False: not deterministic by design (a library whose sums change order between runs, e.g.
+  // one-sided accumulates): `determinism` is then reported `not claimed` and never run, while
+  // `replicas` (ranks holding one block hold the same bits within a run) is still judged.
+  bool deterministic = true;
 
   [[nodiscard]] bool supports(dtype t) const;
   // t in dtypes and p in policies (with acc, reduce each f32 or t).
@@ -246,6 +273,23 @@ class kernel {
     (void)c;
     return {};
   }
+  // Why the kernel declines case c beyond what info().takes states (a shape its library refuses),
+  // in a few words ("K odd: the library pairs columns"); none by default. Called by
+  // complete_and_validate on a case that is otherwise complete and valid.
+  [[nodiscard]] virtual std::optional<std::string> declines(const run_case& c) const {
+    (void)c;
+    return std::nullopt;
+  }
+  // The partitions the kernel's library picks for case c (its p and parameters complete), by
+  // split key: PETSc's PETSC_DECIDE rows {{"M", partition::balanced(c.prob.M, c.p)}}, Global
+  // Arrays' blocks of ⌈n/p⌉ ({{"M", 3,3,3,1}} for M = 10 on 4 ranks). complete_and_validate puts
+  // them in the case, so its data, reference blocks and replica checks follow them and its replay
+  // line records them; the generators draw only the other splits. None by default.
+  [[nodiscard]] virtual std::map<std::string, partition> library_partitions(
+      const run_case& c) const {
+    (void)c;
+    return {};
+  }
   // The claims for case c at mesh coordinates `coords`. None by default.
   [[nodiscard]] virtual claims cost(const run_case& c, std::span<const int> coords) const {
     (void)c;
@@ -314,10 +358,24 @@ struct block {
                              std::span<const int> coords);
 // Rank r's coordinates on a mesh (row-major, as MPI_Cart_create without reordering).
 [[nodiscard]] std::vector<int> coords_of(int rank, const std::vector<int>& dims);
-// Fills in balanced partitions and default parameters the case lacks, then checks everything:
-// dtype, layout and mode supported, mesh product, partitions (present, right length and part
-// count), parameters (declared, in range), that outputs are never partial. Throws
-// invalid_problem.
+// Thrown by complete_and_validate for a case the kernel declines (info().takes, declines()):
+// what() is "square_grid declines the case: p=3 is not a perfect square", reason() the part after
+// the colon.
+struct case_declined : invalid_problem {
+  case_declined(const std::string& kernel, std::string reason);
+  [[nodiscard]] const std::string& reason() const { return reason_; }
+
+ private:
+  std::string reason_;
+};
+
+// Fills in default parameters, the partitions the kernel's library picks, and balanced
+// partitions for the other splits the case lacks, then checks everything: dtype, layout and mode
+// supported, mesh product, partitions (present, right length and part count, the library's where
+// it picks them), parameters (declared, in range), that outputs are never partial. Throws
+// invalid_problem, or case_declined for a case the kernel declines: what info().takes says of p
+// and the dimensions once the parameters hold (before mesh_dims, which may assume it: a q × q
+// grid), its empty parts and declines() last, on the complete case.
 void complete_and_validate(const kernel& k, run_case& c);
 
 }  // namespace shardcheck::par

@@ -69,6 +69,10 @@ struct strategy_report {
   error_figures errors;                          // over every case run
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
   std::int64_t recorded_sent = 0;                // the most one rank sent in one case
+  // Cases drawn that the kernel declined (its preconditions) while `cases` ran, and the reason of
+  // the first (kernel.hpp case_declined).
+  std::int64_t declined = 0;
+  std::string declined_example;
 };
 
 class driver {

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <string>
 
 #include "shardcheck/parallel/kernel.hpp"
 
@@ -36,9 +37,23 @@ struct case_pins {
   std::optional<int> p;
   std::map<std::string, std::int64_t> params;
 };
-// A complete, validated case for strategy s with 1 ≤ p ≤ max_p, the rest drawn except what
-// `pins` fixes; a pinned parameter the strategy does not have is left out.
+// What case_for drew for a kernel: the cases it took and those it declined (its preconditions,
+// kernel.hpp), with the reason of the first declined.
+struct draw_tally {
+  std::int64_t accepted = 0, declined = 0;
+  std::string example;
+};
+// A declined case is drawn again, up to max_declined_in_a_row times for one case; a kernel that
+// declined every one of its first max_declined_in_all cases gives up at once. Either way the case
+// fails to generate (rc::GenerationFailure: RapidCheck discards it, and gives up after too many).
+inline constexpr int max_declined_in_a_row = 100, max_declined_in_all = 1000;
+// A complete, validated case for strategy s with 1 ≤ p ≤ max_p that s takes, the rest drawn except
+// what `pins` fixes (and the partitions s's library picks); a pinned parameter the strategy does
+// not have is left out. Declined draws are counted in *tally (when given), which must outlive the
+// generator. A kernel that declines nothing draws exactly what it drew before preconditions
+// existed: the same seed gives the same cases.
 [[nodiscard]] rc::Gen<par::run_case> case_for(const par::kernel& s, int max_p,
-                                              const case_pins& pins = {});
+                                              const case_pins& pins = {},
+                                              draw_tally* tally = nullptr);
 
 }  // namespace shardcheck::prop
