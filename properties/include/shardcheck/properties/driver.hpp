@@ -48,6 +48,7 @@ struct case_verdict {
   std::int64_t peak_bytes = 0, bound_bytes = 0;
   unsigned not_measured = 0;  // properties some rank could not measure (memory without the hook)
   std::int64_t recorded_sent = 0;  // the most bytes one rank sent, as recorded (verdict)
+  std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls
 };
 
 struct strategy_report {
@@ -69,6 +70,7 @@ struct strategy_report {
   error_figures errors;                          // over every case run
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
   std::int64_t recorded_sent = 0;                // the most one rank sent in one case
+  std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls
 };
 
 class driver {
