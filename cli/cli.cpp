@@ -762,6 +762,10 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
                   prop::properties_to_string(v.not_claimed).c_str());
     if ((v.not_claimed & static_cast<unsigned>(prop::property::ledger)) != 0)
       std::printf("recorded: at most %s sent by one rank\n", human_bytes(v.recorded_sent).c_str());
+    if (v.mpi_peak_bytes > 0)
+      std::printf("MPI's own heap inside the kernel's calls: at most %s on one rank (not in the "
+                  "peak)\n",
+                  human_bytes(v.mpi_peak_bytes).c_str());
     if (v.not_measured != 0)
       std::printf("not measured (never judged): %s\n",
                   prop::properties_to_string(v.not_measured).c_str());
@@ -954,6 +958,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     res.worst_error = std::max(res.worst_error, r.worst_error);
     res.errors.merge(r.errors);
     res.recorded_sent = std::max(res.recorded_sent, r.recorded_sent);
+    res.mpi_peak_bytes = std::max(res.mpi_peak_bytes, r.mpi_peak_bytes);
     if (r.worst_memory >= res.worst_memory) {
       res.worst_memory = r.worst_memory;
       res.peak_bytes = r.peak_bytes;

@@ -123,6 +123,7 @@ void strategy_result::add(const prop::case_verdict& v) {
   worst_error = std::max(worst_error, v.worst_error);
   errors.merge(v.errors);
   recorded_sent = std::max(recorded_sent, v.recorded_sent);
+  mpi_peak_bytes = std::max(mpi_peak_bytes, v.mpi_peak_bytes);
   if (v.failed == 0 && v.worst_memory >= worst_memory) {
     worst_memory = v.worst_memory;
     peak_bytes = v.peak_bytes;
@@ -241,7 +242,8 @@ std::string json_text(const run_results& r) {
               {"seconds", s.seconds},
               {"worst_error_ratio", s.worst_error},
               {"errors", errors_json(s.errors)},
-              {"max_recorded_bytes_sent", s.recorded_sent}};
+              {"max_recorded_bytes_sent", s.recorded_sent},
+              {"max_mpi_heap_bytes", s.mpi_peak_bytes}};
     j["declined_example"] = s.declined_example.empty() ? json(nullptr) : json(s.declined_example);
     const std::string_view mem = status_of(s, r.mask, memory);
     if (mem == "not claimed" || mem == "not measured" || mem == "not selected")

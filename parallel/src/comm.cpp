@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "shardcheck/parallel/memory.hpp"
+
 namespace shardcheck::par {
 
 void check_mpi(int rc, const char* what) {
@@ -259,6 +261,7 @@ comm::comm(comm_handle h, const stack_options& o, int axis) : handle_(std::move(
 comm comm::split(int color, int key) const {
   const pmpi::internal own;
   MPI_Comm out = MPI_COMM_NULL;
+  const mem::mpi_heap in_mpi;  // the communicator is MPI's
   check_mpi(MPI_Comm_split(native_handle(), color < 0 ? MPI_UNDEFINED : color, key, &out),
             "MPI_Comm_split");
   comm c;

@@ -1,19 +1,26 @@
 // Replaces the global operator new/delete so that every allocation of the binary that links this
-// object reaches shardcheck's memory meter. The meter counts the requested bytes exactly, and the
-// block is asked of malloc at its exact size: its header (the requested size and the header's
-// length) lies BEFORE the user's bytes, never slack after them. For `new double[7]`:
+// object reaches shardcheck's memory meter.
+//
+// Built as usual, operator new allocates through the program's metered C allocation API
+// (heap_hook.cpp), which counts the requested bytes exactly: new double[7] counts 56 bytes, and
+// aligned new (alignment a > 16) asks for an a-aligned block. Defined here, in the program, it is
+// the program's own (valgrind run with --soname-synonyms=somalloc=nouserintercepts keeps it, and
+// then the meter sees plain new; without that option valgrind replaces it).
+//
+// Under AddressSanitizer (whose malloc is its own, so heap_hook.cpp is not built) operator new
+// keeps its own header and counts for itself. The block is asked of malloc at its exact size: its
+// header (the requested size and the header's length) lies BEFORE the user's bytes, never slack
+// after them. For `new double[7]`:
 //   malloc(16 + 56) → raw;  user = raw + 16;  raw[0..16) = {16, 56};  on_alloc(56)
-// so user[7] is the first byte past the block, which AddressSanitizer and valgrind both see: under
-// either, malloc and free are theirs (their interceptors replace glibc's), and while the block
-// lives the header is marked unaddressable to them, so a write at user[-1] is seen as well.
-// (valgrind replaces this operator new too unless run with
-// --soname-synonyms=somalloc=nouserintercepts; then the meter misses plain new.)
+// so user[7] is the first byte past the block, which AddressSanitizer sees, and while the block
+// lives the header is marked unaddressable to it, so a write at user[-1] is seen as well.
 // Aligned new (alignment a > 16) uses posix_memalign(a, a + n), header a bytes, user aligned to a.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
 
+#include "heap_hook.hpp"
 #include "shardcheck/parallel/memory.hpp"
 
 #if __has_include(<sanitizer/asan_interface.h>)
@@ -42,6 +49,12 @@ struct registrar {
   registrar() { shardcheck::mem::set_global_new_tracked(); }
 } const registered;
 
+#if SHARDCHECK_HEAP_HOOK
+void* allocate(std::size_t bytes, std::size_t align) noexcept {
+  return shardcheck::mem::detail::heap_allocate(bytes, align > min_header ? align : 0);
+}
+void release(void* p) noexcept { shardcheck::mem::detail::heap_release(p); }
+#else
 void* allocate(std::size_t bytes, std::size_t align) noexcept {
   const std::size_t head = align > min_header ? align : min_header;
   if (bytes > SIZE_MAX - head) return nullptr;
@@ -71,6 +84,7 @@ void release(void* p) noexcept {
   shardcheck::mem::on_free(bytes);
   std::free(user - head);
 }
+#endif
 void* allocate_or_throw(std::size_t bytes, std::size_t align) {
   void* p = allocate(bytes, align);
   if (p == nullptr) throw std::bad_alloc();

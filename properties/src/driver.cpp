@@ -187,9 +187,10 @@ case_verdict driver::execute(const std::string& message) {
   par::check_mpi(MPI_Allreduce(mine.errors.cells.data(), out.errors.cells.data(),
                                static_cast<int>(error_figures::size * 3), MPI_DOUBLE, MPI_MAX, w),
                  "verdict");
-  long long bytes[3] = {mine.peak_bytes, mine.bound_bytes, mine.recorded_sent};
-  long long bytes_all[3] = {0, 0, 0};
-  par::check_mpi(MPI_Allreduce(bytes, bytes_all, 3, MPI_LONG_LONG, MPI_MAX, w), "verdict");
+  long long bytes[4] = {mine.peak_bytes, mine.bound_bytes, mine.recorded_sent,
+                        mine.mpi_peak_bytes};
+  long long bytes_all[4] = {0, 0, 0, 0};
+  par::check_mpi(MPI_Allreduce(bytes, bytes_all, 4, MPI_LONG_LONG, MPI_MAX, w), "verdict");
   out.failed = failed;
   out.not_claimed = not_claimed & ~failed;
   out.not_measured = not_measured & ~failed & ~out.not_claimed;
@@ -198,6 +199,7 @@ case_verdict driver::execute(const std::string& message) {
   out.peak_bytes = bytes_all[0];
   out.bound_bytes = bytes_all[1];
   out.recorded_sent = bytes_all[2];
+  out.mpi_peak_bytes = bytes_all[3];
   if (lowest < world_.size()) {
     if (lowest == 0) {
       out.message = mine.message;
@@ -350,6 +352,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
       report.worst_error = std::max(report.worst_error, v.worst_error);
       report.errors.merge(v.errors);
       report.recorded_sent = std::max(report.recorded_sent, v.recorded_sent);
+      report.mpi_peak_bytes = std::max(report.mpi_peak_bytes, v.mpi_peak_bytes);
       report.not_claimed |= v.not_claimed;
       report.not_measured |= v.not_measured;
       if (v.failed != 0) {

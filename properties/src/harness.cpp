@@ -740,6 +740,7 @@ struct run_result {
   std::vector<any_matrix> dws;  // dW_1 … dW_L
   std::vector<par::ledger_entry> log;
   std::int64_t peak_forward = 0, peak_backward = 0;
+  std::int64_t mpi_peak = 0;  // MPI's own heap inside the kernel's calls, either phase (apart)
   [[nodiscard]] const any_matrix& out(tensor_slot t) const {
     return t.t == tensor::y ? y : t.t == tensor::dx ? dx : dws.at(t.layer);
   }
@@ -771,12 +772,14 @@ run_result run_once(const par::kernel& k, const par::run_case& c, par::mesh& gri
     mem::peak_scope scope;
     k.forward(ctx, c, par::forward_io{in.x, in.ws, r.y});
     r.peak_forward = static_cast<std::int64_t>(scope.peak());
+    r.mpi_peak = static_cast<std::int64_t>(scope.mpi_peak());
   }
   log.set_phase(par::phase::backward);
   {
     mem::peak_scope scope;
     k.backward(ctx, c, par::backward_io{in.x, in.ws, in.dy, r.dx, r.dws});
     r.peak_backward = static_cast<std::int64_t>(scope.peak());
+    r.mpi_peak = std::max(r.mpi_peak, static_cast<std::int64_t>(scope.mpi_peak()));
   }
   grid.attach(nullptr, false);
   r.log = log.entries();
@@ -1144,6 +1147,7 @@ void check_ledger(case_run& run, const par::claims& cl, const run_result& got) {
 // fails (the whole peak is larger still), anything else is `not measured`, never a pass.
 void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan, const par::claims& cl,
                   const run_result& first) {
+  run.v.mpi_peak_bytes = first.mpi_peak;
   if (!run.on(property::memory)) return;
   if (!cl.peak) return run.not_claimed(property::memory);
   const par::kernel& k = *run.s.k;

@@ -3,6 +3,7 @@
 
 #include "collectives/native.hpp"
 #include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/memory.hpp"
 
 namespace shardcheck::par {
 
@@ -40,7 +41,10 @@ void compare_fingerprint(MPI_Comm comm, std::uint64_t sequence, collective kind,
   }
   const auto mine = static_cast<long long>(h >> 1);
   long long both[2] = {mine, -mine};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, comm), "fingerprint");
+  {
+    const mem::mpi_heap in_mpi;  // what MPI allocates is its own, not the kernel's
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, comm), "fingerprint");
+  }
   if (both[0] == -both[1]) return;
   int size = 0;
   MPI_Comm_size(comm, &size);

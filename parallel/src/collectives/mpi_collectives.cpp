@@ -4,6 +4,7 @@
 
 #include "collectives/native.hpp"
 #include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/memory.hpp"
 
 namespace shardcheck::par {
 
@@ -19,6 +20,7 @@ void check_message(const message& m, int size, const char* what) {
 
 MPI_Request send_message(MPI_Comm c, int size, const message& m) {
   check_message(m, size, "send");
+  const mem::mpi_heap in_mpi;  // what MPI allocates is its own, not the kernel's
   MPI_Request r = MPI_REQUEST_NULL;
   check_mpi(MPI_Isend(m.data, static_cast<int>(m.count), mpi_type(m.type), m.peer,
                       tags::p2p_base + m.tag, c, &r),
@@ -26,10 +28,14 @@ MPI_Request send_message(MPI_Comm c, int size, const message& m) {
   return r;
 }
 
-void wait_message(MPI_Request& r) { check_mpi(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait (send)"); }
+void wait_message(MPI_Request& r) {
+  const mem::mpi_heap in_mpi;
+  check_mpi(MPI_Wait(&r, MPI_STATUS_IGNORE), "MPI_Wait (send)");
+}
 
 std::int64_t recv_message(MPI_Comm c, int size, const message& m) {
   check_message(m, size, "recv");
+  const mem::mpi_heap in_mpi;
   MPI_Status st;
   const int rc = MPI_Recv(m.data, static_cast<int>(m.count), mpi_type(m.type), m.peer,
                           tags::p2p_base + m.tag, c, &st);
@@ -72,6 +78,7 @@ class mpi_collectives final : public collectives {
 
   traffic run(const call& c) override {
     validate(c, rank_, size_);
+    const mem::mpi_heap in_mpi;
     const MPI_Datatype t = mpi_type(c.type);
     const int n = static_cast<int>(c.count);
     switch (c.kind) {
@@ -108,6 +115,7 @@ class mpi_collectives final : public collectives {
     if (request_ != MPI_REQUEST_NULL)
       throw invalid_problem("start_" + std::string(to_string(c.kind)) +
                             ": a non-blocking collective is already pending on this comm");
+    const mem::mpi_heap in_mpi;
     const MPI_Datatype t = mpi_type(c.type);
     switch (c.kind) {
       case collective::all_gather:
@@ -142,12 +150,14 @@ class mpi_collectives final : public collectives {
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
     int done = 0;
+    const mem::mpi_heap in_mpi;
     check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
     return done != 0;
   }
 
   traffic wait() override {
     if (!started_) return {};
+    const mem::mpi_heap in_mpi;
     check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
     started_ = false;
     return started_traffic_;

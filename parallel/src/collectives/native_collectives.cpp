@@ -6,6 +6,7 @@
 
 #include "collectives/native.hpp"
 #include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/memory.hpp"
 
 namespace shardcheck::par {
 
@@ -67,7 +68,11 @@ class native_collectives final : public collectives {
                                 static_cast<T*>(c.out), counts_b_, displs_b_);
           return counted(ch);
         });
-      case collective::barrier: check_mpi(MPI_Barrier(c_), "MPI_Barrier"); return {};
+      case collective::barrier: {
+        const mem::mpi_heap in_mpi;  // what MPI allocates is its own, not the kernel's
+        check_mpi(MPI_Barrier(c_), "MPI_Barrier");
+        return {};
+      }
       default: return {};  // validate() rejected it
     }
   }

@@ -1,6 +1,7 @@
 #include <climits>
 
 #include "collectives/native.hpp"
+#include "shardcheck/parallel/memory.hpp"
 
 namespace shardcheck::par::native {
 
@@ -272,7 +273,10 @@ bool schedule::test() {
   while (next_ < steps_) {
     if (!posted_) post(next_);
     int complete = 0;
-    check_mpi(MPI_Testall(2, reqs_, &complete, MPI_STATUSES_IGNORE), "MPI_Testall");
+    {
+      const mem::mpi_heap in_mpi;  // what MPI allocates is its own, not the kernel's
+      check_mpi(MPI_Testall(2, reqs_, &complete, MPI_STATUSES_IGNORE), "MPI_Testall");
+    }
     if (complete == 0) return false;
     posted_ = false;
     finish(next_++);
@@ -283,7 +287,10 @@ bool schedule::test() {
 void schedule::wait() {
   while (next_ < steps_) {
     if (!posted_) post(next_);
-    check_mpi(MPI_Waitall(2, reqs_, MPI_STATUSES_IGNORE), "MPI_Waitall");
+    {
+      const mem::mpi_heap in_mpi;
+      check_mpi(MPI_Waitall(2, reqs_, MPI_STATUSES_IGNORE), "MPI_Waitall");
+    }
     posted_ = false;
     finish(next_++);
   }

@@ -9,10 +9,12 @@
 
 #include "pmpi/window.hpp"
 #include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/memory.hpp"
 
 extern "C" void shardcheck_pmpi_wrappers() {}
 
 namespace {
+using shardcheck::mem::mpi_heap;
 using shardcheck::par::backend;
 using shardcheck::par::collective;
 using shardcheck::par::ledger_entry;
@@ -21,9 +23,11 @@ using shardcheck::par::pmpi::detail::window;
 namespace par = shardcheck::par;
 
 // The window and the state of comm when this call is to be recorded; {nullptr, nullptr} otherwise.
+// Alive for the whole wrapper: what MPI allocates meanwhile is counted as MPI's (memory.hpp).
 struct target {
   window* w = nullptr;
   comm_state* s = nullptr;
+  mpi_heap in_mpi{};
   explicit operator bool() const { return s != nullptr; }
 };
 target recorded(MPI_Comm comm) {
@@ -327,6 +331,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
 // ---- point-to-point ---------------------------------------------------------------------------
 
 int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  const mpi_heap in_mpi;
   const int rc = PMPI_Send(buf, count, datatype, dest, tag, comm);
   if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
     record(t, par::send_entry(count, dest, bytes_of(datatype)));
@@ -334,6 +339,7 @@ int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int ta
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  const mpi_heap in_mpi;
   const int rc = PMPI_Ssend(buf, count, datatype, dest, tag, comm);
   if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
     record(t, par::send_entry(count, dest, bytes_of(datatype)));
@@ -342,6 +348,7 @@ int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
               MPI_Request* request) {
+  const mpi_heap in_mpi;
   const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
   if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
     record(t, par::send_entry(count, dest, bytes_of(datatype)));
@@ -350,6 +357,7 @@ int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
 
 int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
+  const mpi_heap in_mpi;
   const int rc = PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
   if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
     record(t, par::send_entry(count, dest, bytes_of(datatype)));
@@ -370,6 +378,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, M
 
 int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
+  const mpi_heap in_mpi;
   const int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
   if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
     record(t, par::recv_entry(count, source, bytes_of(datatype)));
@@ -414,41 +423,50 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, 
 // ---- communicators ----------------------------------------------------------------------------
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+  const mpi_heap in_mpi;
   return derived(comm, PMPI_Comm_dup(comm, newcomm), newcomm);
 }
 
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
+  const mpi_heap in_mpi;
   return derived(comm, PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm);
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  const mpi_heap in_mpi;
   return derived(comm, PMPI_Comm_split(comm, color, key, newcomm), newcomm);
 }
 
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
+  const mpi_heap in_mpi;
   return derived(comm, PMPI_Comm_split_type(comm, split_type, key, info, newcomm), newcomm);
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+  const mpi_heap in_mpi;
   return derived(comm, PMPI_Comm_create(comm, group, newcomm), newcomm);
 }
 
 int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+  const mpi_heap in_mpi;
   return derived(comm, PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm);
 }
 
 int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
                     int reorder, MPI_Comm* comm_cart) {
+  const mpi_heap in_mpi;
   return derived(comm_old, PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart),
                  comm_cart);
 }
 
 int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
+  const mpi_heap in_mpi;
   return derived(comm, PMPI_Cart_sub(comm, remain_dims, newcomm), newcomm);
 }
 
 // Forgotten whoever frees it: MPI may hand the handle out again.
 int MPI_Comm_free(MPI_Comm* comm) {
+  const mpi_heap in_mpi;
   if (window* w = shardcheck::par::pmpi::detail::current; w != nullptr && comm != nullptr)
     w->forget(*comm);
   return PMPI_Comm_free(comm);

@@ -1,7 +1,16 @@
 #pragma once
 // Peak-memory measurement. One process-wide meter counts the bytes of every live allocation made
-// through tracking_allocator and, in binaries that link shardcheck::new_hook, through the global
-// operator new. A scope reports the peak of (live bytes − live bytes at its start).
+// through tracking_allocator and, in binaries that link shardcheck::new_hook, through the C
+// allocation API (malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign, valloc,
+// pvalloc, reallocarray) and so through the global operator new, whoever calls it: the kernel, a
+// library it calls, shardcheck. A scope reports the peak of (live bytes − live bytes at its start).
+//
+// Bytes allocated on a thread while it is inside an MPI call (an mpi_heap guard is alive: the
+// MPI_* wrappers of shardcheck::pmpi and shardcheck's own communication hold one) belong to MPI:
+// they are counted apart, in the MPI meter, and a block is given back to the meter that counted
+// it wherever it is freed. Invisible to both: memory mapped directly (mmap, shared-memory
+// segments, OpenBLAS's buffers in its default build), memory a library gets from its own
+// allocator on top of those, and stacks.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -19,8 +28,28 @@ void on_free(std::size_t bytes) noexcept;
 // True when the global operator new of this binary reports to the meter.
 [[nodiscard]] bool global_new_tracked() noexcept;
 void set_global_new_tracked() noexcept;
+// True when this binary's C allocation API reports to the meter (it links shardcheck::new_hook,
+// built without AddressSanitizer, whose malloc is its own). tracking_allocator then leaves the
+// counting to malloc.
+[[nodiscard]] bool heap_tracked() noexcept;
 
-// Measures the peak of live bytes above the level at construction.
+// The MPI meter: what MPI allocates inside its calls.
+void on_mpi_alloc(std::size_t bytes) noexcept;
+void on_mpi_free(std::size_t bytes) noexcept;
+[[nodiscard]] std::size_t mpi_live_bytes() noexcept;
+// True while an mpi_heap guard is alive on this thread.
+[[nodiscard]] bool inside_mpi() noexcept;
+
+// While alive, what this thread allocates is MPI's (nests).
+class mpi_heap {
+ public:
+  mpi_heap() noexcept;
+  ~mpi_heap();
+  mpi_heap(const mpi_heap&) = delete;
+  mpi_heap& operator=(const mpi_heap&) = delete;
+};
+
+// Measures the peak of live bytes above the level at construction, and the MPI meter's apart.
 class peak_scope {
  public:
   peak_scope() noexcept;
@@ -28,10 +57,11 @@ class peak_scope {
   peak_scope(const peak_scope&) = delete;
   peak_scope& operator=(const peak_scope&) = delete;
   [[nodiscard]] std::size_t peak() const noexcept;
+  [[nodiscard]] std::size_t mpi_peak() const noexcept;
 
  private:
-  std::size_t base_;
-  std::size_t saved_peak_;
+  std::size_t base_, mpi_base_;
+  std::size_t saved_peak_, saved_mpi_peak_;
 };
 
 // Exact sizes, from malloc (aligned for any standard type, 16 bytes on x86-64): a matrix of 7
@@ -53,11 +83,11 @@ struct tracking_allocator {
     const std::size_t bytes = n * sizeof(T);
     void* p = std::malloc(bytes);
     if (p == nullptr && bytes != 0) throw std::bad_alloc();
-    on_alloc(bytes);
+    if (!heap_tracked()) on_alloc(bytes);
     return static_cast<T*>(p);
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    on_free(n * sizeof(T));
+    if (!heap_tracked()) on_free(n * sizeof(T));
     std::free(p);
   }
   template <class U>

@@ -48,6 +48,7 @@ struct case_verdict {
   std::int64_t peak_bytes = 0, bound_bytes = 0;
   unsigned not_measured = 0;  // properties some rank could not measure (memory without the hook)
   std::int64_t recorded_sent = 0;  // the most bytes one rank sent, as recorded (verdict)
+  std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls
 };
 
 struct strategy_report {
@@ -73,6 +74,7 @@ struct strategy_report {
   // the first (kernel.hpp case_declined).
   std::int64_t declined = 0;
   std::string declined_example;
+  std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls
 };
 
 class driver {

@@ -81,6 +81,9 @@ struct verdict {
   error_figures errors;      // the same per dtype, tensor and mode, with each tier's share
   double worst_memory = 0;   // max measured / bound over phases
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the phase with the worst ratio
+  // What MPI itself allocated inside the kernel's MPI calls (the peak of its live bytes over
+  // forward and backward): counted apart, never in peak_bytes (memory.hpp's mpi_heap).
+  std::int64_t mpi_peak_bytes = 0;
   // Properties the program cannot measure (never counted as a pass): `memory` when it does not
   // link shardcheck::new_hook, so plain new — a std::vector copy of W — goes uncounted.
   unsigned not_measured = 0;
