@@ -194,8 +194,7 @@ nlohmann::ordered_json entry_json(const par::ledger_entry& e) {
                               {"elem_bytes", e.elem_bytes},
                               {"bytes_sent", e.bytes_sent},
                               {"bytes_received", e.bytes_received}};
-  const bool p2p = e.kind == par::collective::send || e.kind == par::collective::recv;
-  if (e.root >= 0) j[p2p ? "peer" : "root"] = e.root;
+  if (e.root >= 0) j[std::string(par::root_name(e.kind))] = e.root;
   return j;
 }
 

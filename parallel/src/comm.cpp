@@ -201,6 +201,8 @@ void validate(const call& c, int rank, int size) {
     case collective::send:
     case collective::recv:
       throw invalid_problem(std::string(what) + ": a message, not a collective");
+    default:
+      throw invalid_problem(std::string(what) + ": one-sided, recorded from raw MPI calls only");
   }
 }
 
@@ -223,6 +225,7 @@ ledger_entry mpi_entry_of(const call& c, int rank, int size) {
     case collective::barrier: e.kind = collective::barrier; break;  // no elements, no type
     case collective::send: e = send_entry(c.count, c.root, b); break;
     case collective::recv: e = recv_entry(c.count, c.root, b); break;
+    default: e.kind = c.kind; break;  // one-sided: validate() refuses it
   }
   return e;
 }

@@ -19,8 +19,40 @@ std::string_view to_string(collective c) {
     case collective::barrier: return "barrier";
     case collective::send: return "send";
     case collective::recv: return "recv";
+    case collective::win_create: return "win_create";
+    case collective::win_free: return "win_free";
+    case collective::put: return "put";
+    case collective::get: return "get";
+    case collective::accumulate: return "accumulate";
+    case collective::get_accumulate: return "get_accumulate";
+    case collective::fetch_and_op: return "fetch_and_op";
+    case collective::compare_and_swap: return "compare_and_swap";
+    case collective::win_fence: return "win_fence";
+    case collective::win_lock: return "win_lock";
+    case collective::win_unlock: return "win_unlock";
+    case collective::win_lock_all: return "win_lock_all";
+    case collective::win_unlock_all: return "win_unlock_all";
+    case collective::win_flush: return "win_flush";
+    case collective::win_flush_all: return "win_flush_all";
+    case collective::win_flush_local: return "win_flush_local";
+    case collective::win_flush_local_all: return "win_flush_local_all";
+    case collective::win_post: return "win_post";
+    case collective::win_start: return "win_start";
+    case collective::win_complete: return "win_complete";
+    case collective::win_wait: return "win_wait";
   }
   return "?";
+}
+
+bool one_sided(collective c) { return c >= collective::win_create; }
+
+bool names_peer(collective c) {
+  return c == collective::send || c == collective::recv || one_sided(c);
+}
+
+std::string_view root_name(collective c) {
+  if (c == collective::send || c == collective::recv) return "peer";
+  return one_sided(c) ? "target" : "root";
 }
 
 std::string_view to_string(phase p) { return p == phase::forward ? "forward" : "backward"; }
@@ -30,8 +62,7 @@ std::string to_string(const ledger_entry& e) {
   os << to_string(e.when) << ' ' << to_string(e.kind) << " axis=" << e.axis
      << " elements=" << e.elements << " elem_bytes=" << e.elem_bytes << " sent=" << e.bytes_sent
      << " received=" << e.bytes_received;
-  const bool p2p = e.kind == collective::send || e.kind == collective::recv;
-  if (e.root >= 0) os << (p2p ? " peer=" : " root=") << e.root;
+  if (e.root >= 0) os << ' ' << root_name(e.kind) << '=' << e.root;
   return os.str();
 }
 
@@ -273,6 +304,59 @@ ledger_entry recv_entry(std::int64_t n, int peer, std::size_t elem_bytes) {
   auto e = make(collective::recv, elem_bytes, n, 0, n, 2);
   e.root = peer;
   return e;
+}
+
+namespace {
+ledger_entry one_sided_entry(collective kind, std::int64_t n, std::size_t elem_bytes,
+                             std::int64_t sent, std::int64_t received, int target) {
+  ledger_entry e;
+  e.kind = kind;
+  e.elements = n;
+  e.elem_bytes = elem_bytes;
+  e.bytes_sent = sent;
+  e.bytes_received = received;
+  e.root = target;
+  return e;
+}
+std::int64_t bytes(std::int64_t n, std::size_t elem_bytes) {
+  return checked_mul(n, static_cast<std::int64_t>(elem_bytes), "one-sided bytes");
+}
+}  // namespace
+
+ledger_entry win_create_entry(std::int64_t window_bytes) {
+  return one_sided_entry(collective::win_create, window_bytes, 1, 0, 0, -1);
+}
+
+ledger_entry put_entry(std::int64_t n, int target, std::size_t elem_bytes) {
+  return one_sided_entry(collective::put, n, elem_bytes, bytes(n, elem_bytes), 0, target);
+}
+
+ledger_entry get_entry(std::int64_t n, int target, std::size_t elem_bytes) {
+  return one_sided_entry(collective::get, n, elem_bytes, 0, bytes(n, elem_bytes), target);
+}
+
+ledger_entry accumulate_entry(std::int64_t n, int target, std::size_t elem_bytes) {
+  return one_sided_entry(collective::accumulate, n, elem_bytes, bytes(n, elem_bytes), 0, target);
+}
+
+ledger_entry get_accumulate_entry(std::int64_t n, int target, std::size_t elem_bytes,
+                                  std::int64_t result_bytes) {
+  return one_sided_entry(collective::get_accumulate, n, elem_bytes, bytes(n, elem_bytes),
+                         result_bytes, target);
+}
+
+ledger_entry fetch_and_op_entry(int target, std::size_t elem_bytes) {
+  const auto b = static_cast<std::int64_t>(elem_bytes);
+  return one_sided_entry(collective::fetch_and_op, 1, elem_bytes, b, b, target);
+}
+
+ledger_entry compare_and_swap_entry(int target, std::size_t elem_bytes) {
+  const auto b = static_cast<std::int64_t>(elem_bytes);
+  return one_sided_entry(collective::compare_and_swap, 1, elem_bytes, 2 * b, b, target);
+}
+
+ledger_entry win_sync_entry(collective kind, int target, std::int64_t elements) {
+  return one_sided_entry(kind, elements, 0, 0, 0, target);
 }
 
 void ledger::record(ledger_entry e, int axis) {

@@ -173,7 +173,8 @@ TEST(pmpi, shardcheck_calls_and_calls_outside_a_window_are_not_recorded) {
       const pmpi::internal own;
       MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, f.c());
     }
-    MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);  // not tracked
+    // Not tracked, and not a mesh communicator's ranks.
+    if (f.p > 1) MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF);
   }
   MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, f.c());  // closed again
   EXPECT_TRUE(f.log.entries().empty());
@@ -213,4 +214,208 @@ TEST(pmpi, a_mismatched_raw_collective_fails_on_every_rank) {
   }
   EXPECT_NE(message.find("collective mismatch"), std::string::npos) << message;
   EXPECT_TRUE(f.log.entries().empty());
+}
+
+// Every one-sided call on a window over a recorded communicator: origin, target and bytes.
+// (Open MPI 4.1 has no one-sided component for MPI_Win_create and _create_dynamic on one rank,
+// and its compare-and-swap crashes on a window of MPI_Win_allocate: those run from two ranks up,
+// the compare-and-swap on a created window.)
+TEST(pmpi, one_sided_calls_record_origin_target_and_bytes) {
+  fixture f;
+  const int p = f.p, me = f.me, next = (me + 1) % p, prev = (me + p - 1) % p;
+  std::vector<double> mine(8, 1.0), buffer(16, 2.0), result(8, 0.0);
+  std::vector<ledger_entry> want;
+  {
+    const pmpi::recording rec(f.log, true, f.tracked());
+    double* base = nullptr;
+    MPI_Win win = MPI_WIN_NULL, created = MPI_WIN_NULL, dynamic = MPI_WIN_NULL,
+            shared = MPI_WIN_NULL;
+    MPI_Win_allocate(8 * sizeof(double), sizeof(double), MPI_INFO_NULL, f.c(), &base, &win);
+    want.push_back(win_create_entry(64));
+    if (p > 1) {
+      MPI_Win_create_dynamic(MPI_INFO_NULL, f.c(), &dynamic);
+      want.push_back(win_create_entry(0));
+    }
+    float* shared_base = nullptr;
+    MPI_Win_allocate_shared(4 * sizeof(float), sizeof(float), MPI_INFO_NULL, f.c(), &shared_base,
+                            &shared);
+    want.push_back(win_create_entry(16));
+    MPI_Win_fence(0, win);
+    want.push_back(win_sync_entry(collective::win_fence));
+    MPI_Put(mine.data(), 3, MPI_DOUBLE, next, 0, 3, MPI_DOUBLE, win);
+    want.push_back(put_entry(3, next, 8));
+    MPI_Get(result.data(), 2, MPI_DOUBLE, prev, 4, 2, MPI_DOUBLE, win);
+    want.push_back(get_entry(2, prev, 8));
+    MPI_Accumulate(mine.data(), 4, MPI_DOUBLE, next, 4, 4, MPI_DOUBLE, MPI_SUM, win);
+    want.push_back(accumulate_entry(4, next, 8));
+    MPI_Win_fence(0, win);
+    want.push_back(win_sync_entry(collective::win_fence));
+    MPI_Win_lock(MPI_LOCK_SHARED, next, 0, win);
+    want.push_back(win_sync_entry(collective::win_lock, next));
+    MPI_Get_accumulate(mine.data(), 2, MPI_DOUBLE, result.data(), 2, MPI_DOUBLE, next, 0, 2,
+                       MPI_DOUBLE, MPI_SUM, win);
+    want.push_back(get_accumulate_entry(2, next, 8, 16));
+    MPI_Fetch_and_op(mine.data(), result.data(), MPI_DOUBLE, next, 6, MPI_SUM, win);
+    want.push_back(fetch_and_op_entry(next, 8));
+    MPI_Win_flush(next, win);
+    want.push_back(win_sync_entry(collective::win_flush, next));
+    MPI_Win_flush_local(next, win);
+    want.push_back(win_sync_entry(collective::win_flush_local, next));
+    MPI_Win_unlock(next, win);
+    want.push_back(win_sync_entry(collective::win_unlock, next));
+    MPI_Win_lock_all(0, win);
+    want.push_back(win_sync_entry(collective::win_lock_all));
+    MPI_Request r[4];
+    MPI_Rput(mine.data(), 1, MPI_DOUBLE, prev, 0, 1, MPI_DOUBLE, win, &r[0]);
+    want.push_back(put_entry(1, prev, 8));
+    MPI_Rget(result.data(), 5, MPI_DOUBLE, prev, 1, 5, MPI_DOUBLE, win, &r[1]);
+    want.push_back(get_entry(5, prev, 8));
+    MPI_Raccumulate(mine.data(), 2, MPI_DOUBLE, next, 0, 2, MPI_DOUBLE, MPI_SUM, win, &r[2]);
+    want.push_back(accumulate_entry(2, next, 8));
+    MPI_Rget_accumulate(mine.data(), 1, MPI_DOUBLE, result.data() + 6, 1, MPI_DOUBLE, next, 3, 1,
+                        MPI_DOUBLE, MPI_SUM, win, &r[3]);
+    want.push_back(get_accumulate_entry(1, next, 8, 8));
+    MPI_Waitall(4, r, MPI_STATUSES_IGNORE);
+    MPI_Win_flush_all(win);
+    want.push_back(win_sync_entry(collective::win_flush_all));
+    MPI_Win_flush_local_all(win);
+    want.push_back(win_sync_entry(collective::win_flush_local_all));
+    MPI_Win_unlock_all(win);
+    want.push_back(win_sync_entry(collective::win_unlock_all));
+    // Post-start-complete-wait with every rank of the window, this one included.
+    MPI_Group all = MPI_GROUP_NULL;
+    MPI_Win_get_group(win, &all);
+    MPI_Win_post(all, 0, win);
+    want.push_back(win_sync_entry(collective::win_post, -1, p));
+    MPI_Win_start(all, 0, win);
+    want.push_back(win_sync_entry(collective::win_start, -1, p));
+    MPI_Put(mine.data(), 2, MPI_DOUBLE, next, 2, 2, MPI_DOUBLE, win);
+    want.push_back(put_entry(2, next, 8));
+    MPI_Win_complete(win);
+    want.push_back(win_sync_entry(collective::win_complete));
+    MPI_Win_wait(win);
+    want.push_back(win_sync_entry(collective::win_wait));
+    MPI_Group_free(&all);
+    if (p > 1) {
+      MPI_Win_create(buffer.data(), 16 * sizeof(double), sizeof(double), MPI_INFO_NULL, f.c(),
+                     &created);
+      want.push_back(win_create_entry(128));
+      const long long swap = 1, compare = 0;
+      long long old = 0;
+      MPI_Win_lock(MPI_LOCK_EXCLUSIVE, next, 0, created);
+      want.push_back(win_sync_entry(collective::win_lock, next));
+      MPI_Compare_and_swap(&swap, &compare, &old, MPI_LONG_LONG, next, 7, created);
+      want.push_back(compare_and_swap_entry(next, 8));
+      MPI_Win_unlock(next, created);
+      want.push_back(win_sync_entry(collective::win_unlock, next));
+      MPI_Win_free(&created);
+      want.push_back(win_sync_entry(collective::win_free));
+    }
+    for (MPI_Win* w : {&shared, &dynamic, &win}) {
+      if (*w == MPI_WIN_NULL) continue;
+      MPI_Win_free(w);
+      want.push_back(win_sync_entry(collective::win_free));
+    }
+  }
+  const std::vector<ledger_entry>& got = f.log.entries();
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(to_string(got[i]), to_string(on_axis(want[i], 1))) << "entry " << i;
+  // The bytes: 3 doubles put; the get-accumulate's 2 doubles sent and 2 received.
+  const std::size_t put = p > 1 ? 4 : 3, get_accumulate = put + 5;
+  EXPECT_NE(
+      to_string(got[put]).find("put axis=1 elements=3 elem_bytes=8 sent=24 received=0 target="),
+      std::string::npos)
+      << to_string(got[put]);
+  EXPECT_NE(to_string(got[get_accumulate]).find("sent=16 received=16"), std::string::npos)
+      << to_string(got[get_accumulate]);
+}
+
+// A window's ranks are reported in the mesh communicator's numbers: a window on a communicator
+// that numbers the axis's ranks backwards puts to its rank 0, the axis's rank p − 1.
+TEST(pmpi, one_sided_targets_are_the_axis_communicators_ranks) {
+  fixture f;
+  const int p = f.p;
+  double x[2] = {1, 2};
+  {
+    const pmpi::recording rec(f.log, true, f.tracked());
+    MPI_Comm backwards = MPI_COMM_NULL;
+    MPI_Comm_split(f.c(), 0, p - 1 - f.me, &backwards);
+    MPI_Win win = MPI_WIN_NULL;
+    double* base = nullptr;
+    MPI_Win_allocate(2 * sizeof(double), sizeof(double), MPI_INFO_NULL, backwards, &base, &win);
+    MPI_Comm_free(&backwards);  // the window goes on recording without it
+    MPI_Win_lock_all(0, win);
+    MPI_Put(x, 2, MPI_DOUBLE, 0, 0, 2, MPI_DOUBLE, win);
+    MPI_Win_unlock_all(win);
+    MPI_Win_fence(0, win);
+    MPI_Win_free(&win);
+  }
+  const std::vector<ledger_entry>& got = f.log.entries();
+  ASSERT_EQ(got.size(), 6u);
+  EXPECT_EQ(got[2], on_axis(put_entry(2, p - 1, 8), 1));
+  EXPECT_EQ(got[4], on_axis(win_sync_entry(collective::win_fence), 1));
+}
+
+// A rank that skips a fence and goes on to a collective on the window's communicator: every rank
+// fails "collective mismatch" at once, instead of hanging.
+TEST(pmpi, a_skipped_fence_fails_on_every_rank) {
+  fixture f;
+  if (f.p == 1) GTEST_SKIP() << "needs two ranks";
+  double* base = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  std::string message;
+  try {
+    const pmpi::recording rec(f.log, true, f.tracked());
+    MPI_Win_allocate(sizeof(double), sizeof(double), MPI_INFO_NULL, f.c(), &base, &win);
+    if (f.me != 0) MPI_Win_fence(0, win);
+    MPI_Barrier(f.c());
+  } catch (const mpi_error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("collective mismatch"), std::string::npos) << message;
+  MPI_Win_free(&win);
+}
+
+// Communicators a kernel derives, or a library made before, record as the mesh axis with the
+// same ranks. Here a 2-axis mesh: the whole (−1), axis 0 the ranks of one parity, axis 1 the
+// pairs {2i, 2i + 1}.
+TEST(pmpi, communicators_with_an_axis_ranks_record_as_that_axis) {
+  fixture f;
+  const int p = f.p, me = f.me;
+  MPI_Comm parity = MPI_COMM_NULL, pair = MPI_COMM_NULL, library = MPI_COMM_NULL,
+           lonely = MPI_COMM_NULL;
+  PMPI_Comm_split(f.c(), me % 2, me, &parity);
+  PMPI_Comm_split(f.c(), me / 2, me, &pair);
+  PMPI_Comm_dup(f.c(), &library);  // made outside the window
+  PMPI_Comm_split(f.c(), me == 0 ? 0 : 1, me, &lonely);
+  const std::vector<pmpi::tracked_comm> mesh{{f.c(), -1}, {parity, 0}, {pair, 1}};
+  // The first axis whose ranks are all of them, else the whole mesh.
+  const int whole = p == 1 ? 0 : p == 2 ? 1 : -1;
+  double x = 1;
+  {
+    const pmpi::recording rec(f.log, true, mesh);
+    MPI_Comm dup = MPI_COMM_NULL, by_parity = MPI_COMM_NULL, half = MPI_COMM_NULL;
+    MPI_Comm_dup(f.c(), &dup);
+    MPI_Comm_split(f.c(), me % 2, -me, &by_parity);  // axis 0's ranks, numbered backwards
+    // Of axis 0, matching no axis at p = 4 (singletons): recorded as axis 0, its parent's.
+    MPI_Comm_split(parity, me < 2 ? 0 : 1, me, &half);
+    for (MPI_Comm c : {dup, by_parity, p == 4 ? half : by_parity, library})
+      MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, c);
+    // A broadcast from rank 0 of by_parity: the last of this parity, in axis 0's numbers.
+    MPI_Bcast(&x, 1, MPI_DOUBLE, 0, by_parity);
+    if (p > 2) MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, lonely);  // not recorded
+    for (MPI_Comm* c : {&half, &by_parity, &dup}) MPI_Comm_free(c);
+  }
+  const std::vector<ledger_entry>& got = f.log.entries();
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[0].axis, whole);
+  EXPECT_EQ(got[1].axis, 0);
+  EXPECT_EQ(got[2].axis, 0);
+  EXPECT_EQ(got[3].axis, whole);
+  int parity_size = 0;
+  PMPI_Comm_size(parity, &parity_size);
+  EXPECT_EQ(got[4].axis, 0);
+  EXPECT_EQ(got[4].root, parity_size - 1);
+  for (MPI_Comm* c : {&lonely, &library, &pair, &parity}) PMPI_Comm_free(c);
 }

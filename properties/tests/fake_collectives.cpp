@@ -56,6 +56,7 @@ par::traffic fake_collectives::perform(const par::call& c) {
     case collective::barrier:
     case collective::send:
     case collective::recv: break;
+    default: break;  // one-sided: raw MPI calls only
   }
   return traffic_of(c);
 }

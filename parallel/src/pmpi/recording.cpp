@@ -1,6 +1,7 @@
 // The recording window of pmpi.hpp. Part of shardcheck::parallel; the MPI_* wrappers that read it
 // are the object library shardcheck::pmpi (wrappers.cpp).
 #include <algorithm>
+#include <climits>
 
 #include "pmpi/window.hpp"
 #include "shardcheck/parallel/comm.hpp"
@@ -12,6 +13,11 @@ namespace shardcheck::par::pmpi {
 
 namespace detail {
 
+namespace {
+constexpr int no_axis = INT_MIN;
+constexpr std::size_t reserved = 64;
+}  // namespace
+
 comm_state* window::find(MPI_Comm c) {
   if (c == MPI_COMM_NULL) return nullptr;
   for (comm_state& s : comms)
@@ -19,22 +25,118 @@ comm_state* window::find(MPI_Comm c) {
   return nullptr;
 }
 
-void window::derive(MPI_Comm parent, MPI_Comm child) {
-  const comm_state* from = find(parent);
-  if (from == nullptr || child == MPI_COMM_NULL) return;
+MPI_Group window::group_of(int axis) const {
+  for (const axis_group& g : groups)
+    if (g.axis == axis) return g.group;
+  return MPI_GROUP_NULL;
+}
+
+int window::matching_axis(MPI_Group g, int none) const {
+  for (const axis_group& a : groups) {
+    int same = MPI_UNEQUAL;
+    PMPI_Group_compare(g, a.group, &same);
+    if (same == MPI_IDENT || same == MPI_SIMILAR) return a.axis;
+  }
+  return none;
+}
+
+comm_state window::place(MPI_Comm c, MPI_Group group, int axis, MPI_Group to) {
   comm_state s;
-  s.comm = child;
-  s.axis = from->axis;
-  PMPI_Comm_rank(child, &s.rank);
-  PMPI_Comm_size(child, &s.size);
-  comms.push_back(s);
+  s.comm = c;
+  s.axis = axis;
+  PMPI_Comm_rank(c, &s.rank);
+  PMPI_Comm_size(c, &s.size);
   const auto n = static_cast<std::size_t>(s.size);
   if (counts.size() < n) counts.resize(n);
   if (recv_counts.size() < n) recv_counts.resize(n);
+  if (displs.size() < n) displs.resize(n);
+  if (to == MPI_GROUP_NULL) return s;
+  // ranks[at + i]: rank i of c in `to`, through a scratch of 0, 1, … after it.
+  const std::size_t at = ranks.size();
+  ranks.resize(at + 2 * n);
+  for (std::size_t i = 0; i < n; ++i) ranks[at + n + i] = static_cast<int>(i);
+  PMPI_Group_translate_ranks(group, s.size, ranks.data() + at + n, to, ranks.data() + at);
+  bool same = true;
+  for (std::size_t i = 0; i < n; ++i) same = same && ranks[at + i] == static_cast<int>(i);
+  ranks.resize(same ? at : at + n);
+  if (!same) s.ranks_at = static_cast<std::int64_t>(at);
+  return s;
+}
+
+comm_state* window::find_or_adopt(MPI_Comm c) {
+  if (comm_state* s = find(c)) return s;
+  if (c == MPI_COMM_NULL || std::find(foreign.begin(), foreign.end(), c) != foreign.end())
+    return nullptr;
+  int inter = 0;
+  PMPI_Comm_test_inter(c, &inter);
+  MPI_Group g = MPI_GROUP_NULL;
+  if (inter == 0) PMPI_Comm_group(c, &g);
+  const int axis = inter != 0 ? no_axis : matching_axis(g, no_axis);
+  if (axis == no_axis) {
+    foreign.push_back(c);
+  } else {
+    comms.push_back(place(c, g, axis, group_of(axis)));
+  }
+  if (g != MPI_GROUP_NULL) PMPI_Group_free(&g);
+  return axis == no_axis ? nullptr : &comms.back();
+}
+
+void window::derive(MPI_Comm parent, MPI_Comm child) {
+  const comm_state* from = find_or_adopt(parent);
+  if (from == nullptr || child == MPI_COMM_NULL) return;
+  const int parent_axis = from->axis;
+  MPI_Group g = MPI_GROUP_NULL;
+  PMPI_Comm_group(child, &g);
+  const int axis = matching_axis(g, parent_axis);
+  comms.push_back(place(child, g, axis, group_of(axis)));
+  PMPI_Group_free(&g);
 }
 
 void window::forget(MPI_Comm c) {
   std::erase_if(comms, [&](const comm_state& s) { return s.comm == c; });
+  std::erase(foreign, c);
+}
+
+rma_state* window::find(MPI_Win w) {
+  if (w == MPI_WIN_NULL) return nullptr;
+  for (rma_state& r : windows)
+    if (r.win == w) return &r;
+  return nullptr;
+}
+
+void window::open_rma(MPI_Comm c, MPI_Win w) { windows.push_back({w, c, false}); }
+
+void window::close_rma(MPI_Win w) {
+  for (rma_state& r : windows)
+    if (r.win == w && r.owned) {
+      forget(r.comm);
+      PMPI_Comm_free(&r.comm);
+    }
+  std::erase_if(windows, [&](const rma_state& r) { return r.win == w; });
+}
+
+void window::free_comm(MPI_Comm c) {
+  for (rma_state& r : windows) {
+    const comm_state* s = find(c);
+    if (r.comm != c || s == nullptr) continue;
+    comm_state copy = *s;
+    PMPI_Comm_dup(c, &copy.comm);
+    comms.push_back(copy);
+    r.comm = copy.comm;
+    r.owned = true;
+  }
+  forget(c);
+}
+
+void window::record(const comm_state& s, ledger_entry e) {
+  e.root = axis_rank(s, e.root);
+  log->record(e, s.axis);
+}
+
+int window::axis_rank(const comm_state& s, int r) const {
+  if (s.ranks_at < 0 || r < 0 || r >= s.size) return r;
+  const int q = ranks[static_cast<std::size_t>(s.ranks_at) + static_cast<std::size_t>(r)];
+  return q == MPI_UNDEFINED ? r : q;
 }
 
 std::span<const std::int64_t> window::widen(std::vector<std::int64_t>& into, const int* c, int n) {
@@ -53,14 +155,18 @@ std::span<const std::int64_t> window::uniform(std::vector<std::int64_t>& into, i
 
 }  // namespace detail
 
-recording::recording(ledger& log, bool fingerprint, std::span<const tracked_comm> comms)
+recording::recording(ledger& log, bool fingerprint, std::span<const tracked_comm> comms,
+                     interceptor* hook)
     : window_(std::make_unique<detail::window>()) {
   if (detail::current != nullptr)
     throw invalid_problem("pmpi::recording: a recording window is already open");
   detail::window& w = *window_;
   w.log = &log;
   w.fingerprint = fingerprint;
-  w.comms.reserve(std::max<std::size_t>(64, comms.size()));
+  w.hook = hook;
+  w.comms.reserve(std::max(detail::reserved, comms.size()));
+  w.foreign.reserve(detail::reserved);
+  w.windows.reserve(detail::reserved);
   int largest = 1;
   for (const tracked_comm& t : comms) {
     if (t.comm == MPI_COMM_NULL) continue;
@@ -71,14 +177,28 @@ recording::recording(ledger& log, bool fingerprint, std::span<const tracked_comm
     check_mpi(PMPI_Comm_size(t.comm, &s.size), "MPI_Comm_size");
     largest = std::max(largest, s.size);
     w.comms.push_back(s);
+    detail::axis_group g{t.axis, MPI_GROUP_NULL};
+    check_mpi(PMPI_Comm_group(t.comm, &g.group), "MPI_Comm_group");
+    w.groups.push_back(g);
   }
-  w.counts.resize(static_cast<std::size_t>(largest));
-  w.recv_counts.resize(static_cast<std::size_t>(largest));
+  // The axes in order, the whole mesh last: a communicator with a 1-D mesh's ranks is its axis.
+  std::stable_sort(w.groups.begin(), w.groups.end(), [](const auto& a, const auto& b) {
+    return (a.axis < 0 ? INT_MAX : a.axis) < (b.axis < 0 ? INT_MAX : b.axis);
+  });
+  const auto n = static_cast<std::size_t>(largest);
+  w.counts.resize(n);
+  w.recv_counts.resize(n);
+  w.displs.resize(n);
+  w.ranks.reserve(detail::reserved * 2 * n);
   detail::current = window_.get();
 }
 
 recording::~recording() {
   if (detail::current == window_.get()) detail::current = nullptr;
+  const internal own;
+  for (detail::rma_state& r : window_->windows)
+    if (r.owned) PMPI_Comm_free(&r.comm);
+  for (detail::axis_group& g : window_->groups) PMPI_Group_free(&g.group);
 }
 
 bool linked() { return shardcheck_pmpi_wrappers != nullptr; }

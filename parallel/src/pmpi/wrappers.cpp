@@ -18,6 +18,8 @@ using shardcheck::mem::mpi_heap;
 using shardcheck::par::backend;
 using shardcheck::par::collective;
 using shardcheck::par::ledger_entry;
+using shardcheck::par::pmpi::interceptor;
+using shardcheck::par::pmpi::raw_collective;
 using shardcheck::par::pmpi::detail::comm_state;
 using shardcheck::par::pmpi::detail::window;
 namespace par = shardcheck::par;
@@ -33,7 +35,7 @@ struct target {
 target recorded(MPI_Comm comm) {
   window* w = par::pmpi::detail::active();
   if (w == nullptr) return {};
-  return {w, w->find(comm)};
+  return {w, w->find_or_adopt(comm)};
 }
 
 std::size_t bytes_of(MPI_Datatype t) {
@@ -43,17 +45,54 @@ std::size_t bytes_of(MPI_Datatype t) {
 }
 
 // A collective: fingerprinted first (count as checked_collectives compares it), then run, then
-// its entry recorded if it succeeded.
+// its entry recorded if it succeeded. With an interceptor, described by `describe` and handed to
+// it before the fingerprint and around the run.
 template <class F>
-int collective_call(const target& t, const ledger_entry& e, std::int64_t count, int root, F run) {
+int checked_call(const target& t, const ledger_entry& e, std::int64_t count, int root, F& run) {
   const std::uint64_t sequence = t.s->sequence++;
   if (t.w->fingerprint) {
     const par::pmpi::internal own;
     par::compare_fingerprint(t.s->comm, sequence, e.kind, e.elem_bytes, count, root);
   }
   const int rc = run();
-  if (rc == MPI_SUCCESS) t.w->log->record(e, t.s->axis);
+  if (rc == MPI_SUCCESS) t.w->record(*t.s, e);
   return rc;
+}
+
+template <class D, class F>
+int collective_call(const target& t, const ledger_entry& e, std::int64_t count, int root,
+                    D describe, F run) {
+  interceptor* hook = t.w->hook;
+  if (hook == nullptr) return checked_call(t, e, count, root, run);
+  const raw_collective c = describe();
+  auto below = [&] { return hook->intercept(interceptor::stage::below, c, run); };
+  auto above = [&] { return checked_call(t, e, count, root, below); };
+  return hook->intercept(interceptor::stage::above, c, above);
+}
+
+// What an interceptor is handed of a call on t.
+raw_collective raw(const target& t, collective kind, const void* in, void* out, MPI_Datatype type,
+                   std::int64_t count) {
+  raw_collective c;
+  c.kind = kind;
+  c.comm = t.s->comm;
+  c.rank = t.s->rank;
+  c.size = t.s->size;
+  c.in = in == MPI_IN_PLACE ? nullptr : in;
+  c.out = out;
+  c.type = type;
+  c.count = count;
+  return c;
+}
+
+// Displacements of counts laid end to end, or as given.
+std::span<const std::int64_t> packed(const target& t, std::span<const std::int64_t> counts) {
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    t.w->displs[i] = at;
+    at += counts[i];
+  }
+  return {t.w->displs.data(), counts.size()};
 }
 
 ledger_entry barrier_entry() {
@@ -62,7 +101,7 @@ ledger_entry barrier_entry() {
   return e;
 }
 
-void record(const target& t, const ledger_entry& e) { t.w->log->record(e, t.s->axis); }
+void record(const target& t, const ledger_entry& e) { t.w->record(*t.s, e); }
 
 // A derived communicator records with its parent's axis.
 int derived(MPI_Comm parent, int rc, const MPI_Comm* child) {
@@ -105,18 +144,29 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
                   MPI_Comm comm) {
   const target t = recorded(comm);
   if (!t) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  return collective_call(t, reduce_entry(t, count, datatype), count, -1, [&] {
-    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  });
+  return collective_call(
+      t, reduce_entry(t, count, datatype), count, -1,
+      [&] {
+        auto c = raw(t, collective::all_reduce, sendbuf, recvbuf, datatype, count);
+        c.op = op;
+        return c;
+      },
+      [&] { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
 }
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                    MPI_Comm comm, MPI_Request* request) {
   const target t = recorded(comm);
   if (!t) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-  return collective_call(t, reduce_entry(t, count, datatype), count, -1, [&] {
-    return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-  });
+  return collective_call(
+      t, reduce_entry(t, count, datatype), count, -1,
+      [&] {
+        auto c = raw(t, collective::all_reduce, sendbuf, recvbuf, datatype, count);
+        c.op = op;
+        c.request = request;
+        return c;
+      },
+      [&] { return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request); });
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -124,9 +174,17 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
   const target t = recorded(comm);
   if (!t) return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   const auto counts = t.w->uniform(t.w->counts, recvcount, t.s->size);
-  return collective_call(t, gather_entry(t, counts, recvtype), sum(counts), -1, [&] {
-    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  });
+  return collective_call(
+      t, gather_entry(t, counts, recvtype), sum(counts), -1,
+      [&] {
+        auto c = raw(t, collective::all_gather, sendbuf, recvbuf, recvtype, sum(counts));
+        c.counts = counts;
+        c.displs = packed(t, counts);
+        return c;
+      },
+      [&] {
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+      });
 }
 
 int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -136,10 +194,19 @@ int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
     return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
                            request);
   const auto counts = t.w->uniform(t.w->counts, recvcount, t.s->size);
-  return collective_call(t, gather_entry(t, counts, recvtype), sum(counts), -1, [&] {
-    return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                           request);
-  });
+  return collective_call(
+      t, gather_entry(t, counts, recvtype), sum(counts), -1,
+      [&] {
+        auto c = raw(t, collective::all_gather, sendbuf, recvbuf, recvtype, sum(counts));
+        c.counts = counts;
+        c.displs = packed(t, counts);
+        c.request = request;
+        return c;
+      },
+      [&] {
+        return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                               request);
+      });
 }
 
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -150,10 +217,18 @@ int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
     return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                            comm);
   const auto counts = t.w->widen(t.w->counts, recvcounts, t.s->size);
-  return collective_call(t, gather_entry(t, counts, recvtype), sum(counts), -1, [&] {
-    return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                           comm);
-  });
+  return collective_call(
+      t, gather_entry(t, counts, recvtype), sum(counts), -1,
+      [&] {
+        auto c = raw(t, collective::all_gather, sendbuf, recvbuf, recvtype, sum(counts));
+        c.counts = counts;
+        c.displs = t.w->widen(t.w->displs, displs, t.s->size);
+        return c;
+      },
+      [&] {
+        return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                               comm);
+      });
 }
 
 int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -164,10 +239,19 @@ int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
     return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
                             comm, request);
   const auto counts = t.w->widen(t.w->counts, recvcounts, t.s->size);
-  return collective_call(t, gather_entry(t, counts, recvtype), sum(counts), -1, [&] {
-    return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                            comm, request);
-  });
+  return collective_call(
+      t, gather_entry(t, counts, recvtype), sum(counts), -1,
+      [&] {
+        auto c = raw(t, collective::all_gather, sendbuf, recvbuf, recvtype, sum(counts));
+        c.counts = counts;
+        c.displs = t.w->widen(t.w->displs, displs, t.s->size);
+        c.request = request;
+        return c;
+      },
+      [&] {
+        return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                                comm, request);
+      });
 }
 
 int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
@@ -175,9 +259,17 @@ int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[
   const target t = recorded(comm);
   if (!t) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
   const auto counts = t.w->widen(t.w->counts, recvcounts, t.s->size);
-  return collective_call(t, scatter_entry(t, counts, datatype), sum(counts), -1, [&] {
-    return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-  });
+  return collective_call(
+      t, scatter_entry(t, counts, datatype), sum(counts), -1,
+      [&] {
+        auto c = raw(t, collective::reduce_scatter, sendbuf, recvbuf, datatype,
+                     counts[static_cast<std::size_t>(t.s->rank)]);
+        c.op = op;
+        c.counts = counts;
+        c.displs = packed(t, counts);
+        return c;
+      },
+      [&] { return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm); });
 }
 
 int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
@@ -185,9 +277,20 @@ int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts
   const target t = recorded(comm);
   if (!t) return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
   const auto counts = t.w->widen(t.w->counts, recvcounts, t.s->size);
-  return collective_call(t, scatter_entry(t, counts, datatype), sum(counts), -1, [&] {
-    return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-  });
+  return collective_call(
+      t, scatter_entry(t, counts, datatype), sum(counts), -1,
+      [&] {
+        auto c = raw(t, collective::reduce_scatter, sendbuf, recvbuf, datatype,
+                     counts[static_cast<std::size_t>(t.s->rank)]);
+        c.op = op;
+        c.counts = counts;
+        c.displs = packed(t, counts);
+        c.request = request;
+        return c;
+      },
+      [&] {
+        return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+      });
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
@@ -195,9 +298,16 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
   const target t = recorded(comm);
   if (!t) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
   const auto counts = t.w->uniform(t.w->counts, recvcount, t.s->size);
-  return collective_call(t, scatter_entry(t, counts, datatype), sum(counts), -1, [&] {
-    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-  });
+  return collective_call(
+      t, scatter_entry(t, counts, datatype), sum(counts), -1,
+      [&] {
+        auto c = raw(t, collective::reduce_scatter, sendbuf, recvbuf, datatype, recvcount);
+        c.op = op;
+        c.counts = counts;
+        c.displs = packed(t, counts);
+        return c;
+      },
+      [&] { return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm); });
 }
 
 int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
@@ -207,16 +317,32 @@ int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
   if (!t)
     return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
   const auto counts = t.w->uniform(t.w->counts, recvcount, t.s->size);
-  return collective_call(t, scatter_entry(t, counts, datatype), sum(counts), -1, [&] {
-    return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-  });
+  return collective_call(
+      t, scatter_entry(t, counts, datatype), sum(counts), -1,
+      [&] {
+        auto c = raw(t, collective::reduce_scatter, sendbuf, recvbuf, datatype, recvcount);
+        c.op = op;
+        c.counts = counts;
+        c.displs = packed(t, counts);
+        c.request = request;
+        return c;
+      },
+      [&] {
+        return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+      });
 }
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   const target t = recorded(comm);
   if (!t) return PMPI_Bcast(buffer, count, datatype, root, comm);
-  return collective_call(t, bcast_entry(t, count, root, datatype), count, root,
-                         [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
+  return collective_call(
+      t, bcast_entry(t, count, root, datatype), count, root,
+      [&] {
+        auto c = raw(t, collective::broadcast, nullptr, buffer, datatype, count);
+        c.root = root;
+        return c;
+      },
+      [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
 }
 
 // A rooted reduction (BLACS's ?gsum2d combines PBLAS's partial products with one).
@@ -224,26 +350,46 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
                int root, MPI_Comm comm) {
   const target t = recorded(comm);
   if (!t) return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-  return collective_call(t, reduce_entry(t, count, root, datatype), count, root, [&] {
-    return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-  });
+  return collective_call(
+      t, reduce_entry(t, count, root, datatype), count, root,
+      [&] {
+        auto c = raw(t, collective::reduce, sendbuf, recvbuf, datatype, count);
+        c.op = op;
+        c.root = root;
+        return c;
+      },
+      [&] { return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm); });
 }
 
 int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 int root, MPI_Comm comm, MPI_Request* request) {
   const target t = recorded(comm);
   if (!t) return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-  return collective_call(t, reduce_entry(t, count, root, datatype), count, root, [&] {
-    return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-  });
+  return collective_call(
+      t, reduce_entry(t, count, root, datatype), count, root,
+      [&] {
+        auto c = raw(t, collective::reduce, sendbuf, recvbuf, datatype, count);
+        c.op = op;
+        c.root = root;
+        c.request = request;
+        return c;
+      },
+      [&] { return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request); });
 }
 
 int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
                MPI_Request* request) {
   const target t = recorded(comm);
   if (!t) return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
-  return collective_call(t, bcast_entry(t, count, root, datatype), count, root,
-                         [&] { return PMPI_Ibcast(buffer, count, datatype, root, comm, request); });
+  return collective_call(
+      t, bcast_entry(t, count, root, datatype), count, root,
+      [&] {
+        auto c = raw(t, collective::broadcast, nullptr, buffer, datatype, count);
+        c.root = root;
+        c.request = request;
+        return c;
+      },
+      [&] { return PMPI_Ibcast(buffer, count, datatype, root, comm, request); });
 }
 
 // All-to-all: one element size (the receive type's); in place, the send counts are the receive
@@ -257,9 +403,15 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
   const auto recv = t.w->uniform(t.w->recv_counts, recvcount, t.s->size);
   const ledger_entry e =
       par::all_to_all_entry(backend::mpi, send, recv, t.s->rank, bytes_of(recvtype));
-  return collective_call(t, e, 0, -1, [&] {
-    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-  });
+  return collective_call(
+      t, e, 0, -1,
+      [&] {
+        auto c = raw(t, collective::all_to_all, sendbuf, recvbuf, recvtype, sum(recv));
+        return c;
+      },
+      [&] {
+        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+      });
 }
 
 int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -273,10 +425,17 @@ int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
   const auto recv = t.w->uniform(t.w->recv_counts, recvcount, t.s->size);
   const ledger_entry e =
       par::all_to_all_entry(backend::mpi, send, recv, t.s->rank, bytes_of(recvtype));
-  return collective_call(t, e, 0, -1, [&] {
-    return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                          request);
-  });
+  return collective_call(
+      t, e, 0, -1,
+      [&] {
+        auto c = raw(t, collective::all_to_all, sendbuf, recvbuf, recvtype, sum(recv));
+        c.request = request;
+        return c;
+      },
+      [&] {
+        return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                              request);
+      });
 }
 
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -291,10 +450,16 @@ int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls
   const auto recv = t.w->widen(t.w->recv_counts, recvcounts, t.s->size);
   const ledger_entry e =
       par::all_to_all_entry(backend::mpi, send, recv, t.s->rank, bytes_of(recvtype));
-  return collective_call(t, e, 0, -1, [&] {
-    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                          recvtype, comm);
-  });
+  return collective_call(
+      t, e, 0, -1,
+      [&] {
+        auto c = raw(t, collective::all_to_all, sendbuf, recvbuf, recvtype, sum(recv));
+        return c;
+      },
+      [&] {
+        return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                              recvtype, comm);
+      });
 }
 
 int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -310,22 +475,42 @@ int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispl
   const auto recv = t.w->widen(t.w->recv_counts, recvcounts, t.s->size);
   const ledger_entry e =
       par::all_to_all_entry(backend::mpi, send, recv, t.s->rank, bytes_of(recvtype));
-  return collective_call(t, e, 0, -1, [&] {
-    return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                           recvtype, comm, request);
-  });
+  return collective_call(
+      t, e, 0, -1,
+      [&] {
+        auto c = raw(t, collective::all_to_all, sendbuf, recvbuf, recvtype, sum(recv));
+        c.request = request;
+        return c;
+      },
+      [&] {
+        return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                               recvtype, comm, request);
+      });
 }
 
 int MPI_Barrier(MPI_Comm comm) {
   const target t = recorded(comm);
   if (!t) return PMPI_Barrier(comm);
-  return collective_call(t, barrier_entry(), 0, -1, [&] { return PMPI_Barrier(comm); });
+  return collective_call(
+      t, barrier_entry(), 0, -1,
+      [&] {
+        auto c = raw(t, collective::barrier, nullptr, nullptr, MPI_DATATYPE_NULL, 0);
+        return c;
+      },
+      [&] { return PMPI_Barrier(comm); });
 }
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   const target t = recorded(comm);
   if (!t) return PMPI_Ibarrier(comm, request);
-  return collective_call(t, barrier_entry(), 0, -1, [&] { return PMPI_Ibarrier(comm, request); });
+  return collective_call(
+      t, barrier_entry(), 0, -1,
+      [&] {
+        auto c = raw(t, collective::barrier, nullptr, nullptr, MPI_DATATYPE_NULL, 0);
+        c.request = request;
+        return c;
+      },
+      [&] { return PMPI_Ibarrier(comm, request); });
 }
 
 // ---- point-to-point ---------------------------------------------------------------------------
@@ -467,8 +652,10 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
 // Forgotten whoever frees it: MPI may hand the handle out again.
 int MPI_Comm_free(MPI_Comm* comm) {
   const mpi_heap in_mpi;
-  if (window* w = shardcheck::par::pmpi::detail::current; w != nullptr && comm != nullptr)
-    w->forget(*comm);
+  if (window* w = shardcheck::par::pmpi::detail::current; w != nullptr && comm != nullptr) {
+    const shardcheck::par::pmpi::internal own;
+    w->free_comm(*comm);
+  }
   return PMPI_Comm_free(comm);
 }
 

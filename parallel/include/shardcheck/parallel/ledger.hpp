@@ -59,8 +59,39 @@ enum class collective {
   reduce,
   barrier,
   send,
-  recv
+  recv,
+  // One-sided MPI, recorded only from raw calls (pmpi.hpp); `root` is the target rank where the
+  // call has one. Window creation (MPI_Win_create, _allocate, _allocate_shared, _create_dynamic:
+  // elements = this rank's window bytes, elem_bytes 1), MPI_Win_free and MPI_Win_fence are
+  // collective over the window's communicator; the rest concern one rank or this rank alone.
+  win_create,
+  win_free,
+  put,               // and MPI_Rput: count × size of the origin datatype sent
+  get,               // and MPI_Rget: received
+  accumulate,        // and MPI_Raccumulate: sent
+  get_accumulate,    // and MPI_Rget_accumulate: origin sent, result received
+  fetch_and_op,      // one element sent, one received
+  compare_and_swap,  // two elements sent (origin, compare), one received
+  win_fence,
+  win_lock,  // lock, unlock, flush, flush_local: root = the target
+  win_unlock,
+  win_lock_all,
+  win_unlock_all,
+  win_flush,
+  win_flush_all,
+  win_flush_local,
+  win_flush_local_all,
+  win_post,  // post, start: elements = the ranks of the group
+  win_start,
+  win_complete,
+  win_wait
 };
+// Whether entries of kind c name a peer (send, recv) or a target (one-sided) in `root`.
+[[nodiscard]] bool names_peer(collective c);
+// "root", "peer" or "target": what `root` means for kind c.
+[[nodiscard]] std::string_view root_name(collective c);
+// Window creation, free and fence: collective over the window's communicator.
+[[nodiscard]] bool one_sided(collective c);
 enum class phase { forward, backward };
 // Which implementation runs a communicator's collectives.
 enum class backend { mpi, native };
@@ -159,6 +190,22 @@ struct ledger_entry {
 // A point-to-point message of n elements to / from rank `peer` of the communicator.
 [[nodiscard]] ledger_entry send_entry(std::int64_t n, int peer, std::size_t elem_bytes);
 [[nodiscard]] ledger_entry recv_entry(std::int64_t n, int peer, std::size_t elem_bytes);
+// One-sided MPI (recorded from raw calls, pmpi.hpp). bytes: the window's bytes on this rank.
+[[nodiscard]] ledger_entry win_create_entry(std::int64_t bytes);
+// MPI_Put / _Get / _Accumulate (and their R… forms) of n elements of elem_bytes to / from rank
+// `target` of the window's communicator.
+[[nodiscard]] ledger_entry put_entry(std::int64_t n, int target, std::size_t elem_bytes);
+[[nodiscard]] ledger_entry get_entry(std::int64_t n, int target, std::size_t elem_bytes);
+[[nodiscard]] ledger_entry accumulate_entry(std::int64_t n, int target, std::size_t elem_bytes);
+// MPI_Get_accumulate: n origin elements of elem_bytes sent, result_bytes received.
+[[nodiscard]] ledger_entry get_accumulate_entry(std::int64_t n, int target, std::size_t elem_bytes,
+                                                std::int64_t result_bytes);
+[[nodiscard]] ledger_entry fetch_and_op_entry(int target, std::size_t elem_bytes);
+[[nodiscard]] ledger_entry compare_and_swap_entry(int target, std::size_t elem_bytes);
+// A synchronisation call that moves no data (win_free, win_fence, win_lock … win_wait): target
+// for lock, unlock, flush and flush_local; elements the group's ranks for post and start.
+[[nodiscard]] ledger_entry win_sync_entry(collective kind, int target = -1,
+                                          std::int64_t elements = 0);
 // Children of rank me in the binomial broadcast tree rooted at root.
 [[nodiscard]] int binomial_children(int me, int root, int p);
 // Part k of n split evenly over p (the first n mod p parts one longer): {offset, size}.
