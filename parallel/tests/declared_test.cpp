@@ -123,10 +123,11 @@ TEST(preconditions, the_kernels_own_rule_sees_the_complete_case) {
   EXPECT_EQ(declined(k, "p=2 M=6 N=1 K=1"), "more than 2 rows on rank 0");
 }
 
-// A case that cannot run at all (a negative size, an unknown parameter) is invalid, not declined.
+// A case that cannot run at all (bf16 without a declared policy, an unknown parameter) is invalid,
+// not declined.
 TEST(preconditions, invalid_before_declined) {
   const rows k({.square_p = true});
-  run_case c = run_case::parse("strategy=rows p=3 M=-4 N=2 K=2");
+  run_case c = run_case::parse("strategy=rows p=3 M=4 N=2 K=2 dtype=bf16");
   try {
     complete_and_validate(k, c);
     FAIL() << "validated";

@@ -135,7 +135,7 @@ TEST(case_for, says_so_when_the_kernel_declines_everything) {
     (void)gen(rc::Random(1), 100).value();
     FAIL() << "drew a case";
   } catch (const rc::GenerationFailure& e) {
-    EXPECT_NE(std::string(e.what()).find("declining declined 100 cases drawn in a row (the last: "
+    EXPECT_NE(std::string(e.what()).find("declaring declined 100 cases drawn in a row (the last: "
                                          "p="),
               std::string::npos)
         << e.what();
@@ -150,7 +150,7 @@ TEST(case_for, says_so_when_the_kernel_declines_everything) {
   try {
     (void)gen(rc::Random(99), 100).value();
   } catch (const rc::GenerationFailure& e) {
-    EXPECT_NE(std::string(e.what()).find("declining declined all 1000 cases drawn"),
+    EXPECT_NE(std::string(e.what()).find("declaring declined all 1000 cases drawn"),
               std::string::npos)
         << e.what();
   }

@@ -6,10 +6,11 @@
 //   library_blocks        its library deals M in blocks of ⌈M/p⌉ (Global Arrays' default): M = 10
 //                         on 4 ranks is 3,3,3,1, M = 5 is 2,2,1,0
 //   library_blocks_lying  reports those blocks but computes with the balanced split (3,3,2,2):
-//                         forward must fail
+//                         forward must fail (it claims no peak: the copy it runs on allocates)
 //   varies_by_run         not deterministic by design: the second run of a case (uniform data)
 //                         adds one ulp to dW's first element on every rank
-//   varies_claimed        the same, claiming determinism: determinism must fail
+//   varies_claimed        the same, claiming determinism: determinism must fail (both claim no
+//                         peak: the count of runs per case allocates)
 //   replicas_differ       not deterministic by design, and rank 1 adds one ulp to its replica of
 //                         dW (uniform data): replicas must fail
 #include <algorithm>
@@ -94,8 +95,14 @@ class declared final : public sc::kernel {
   [[nodiscard]] sc::layout placement(sc::tensor_slot t, const sc::run_case& c) const override {
     return inner_.placement(t, c);
   }
+  // The lying and varying kernels allocate for their tricks (a copy of the case, a line per
+  // case): they claim no peak.
   [[nodiscard]] sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
-    return inner_.cost(c, coords);
+    sc::claims out = inner_.cost(c, coords);
+    if (v_ == variant::blocks_lying || v_ == variant::varies_by_run ||
+        v_ == variant::varies_claimed)
+      out.peak.reset();
+    return out;
   }
   void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
     if (v_ == variant::square_grid && (!square(c.p) || c.prob.M < 1 || c.prob.K % 2 != 0))
