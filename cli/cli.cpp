@@ -762,9 +762,10 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
     if ((v.not_claimed & static_cast<unsigned>(prop::property::ledger)) != 0)
       std::printf("recorded: at most %s sent by one rank\n", human_bytes(v.recorded_sent).c_str());
     if (v.mpi_peak_bytes > 0)
-      std::printf("MPI's own heap inside the kernel's calls: at most %s on one rank (not in the "
-                  "peak)\n",
-                  human_bytes(v.mpi_peak_bytes).c_str());
+      std::printf(
+          "MPI's own heap inside the kernel's calls: at most %s on one rank (not in the "
+          "peak)\n",
+          human_bytes(v.mpi_peak_bytes).c_str());
     if (v.not_measured != 0)
       std::printf("not measured (never judged): %s\n",
                   prop::properties_to_string(v.not_measured).c_str());
@@ -880,6 +881,35 @@ bool try_write_results(const verify_options& o, const results::run_results& r) {
   }
 }
 
+// Leader: while `name` runs (its results so far in `pending`, if not yet in rr), a kernel's
+// MPI_Abort on this rank writes the results files with the running case as aborted (last_words).
+void write_on_abort(const verify_options& o, const results::run_results& rr, std::string name,
+                    const results::strategy_result* pending) {
+  prop::last_words::on_abort([&o, &rr, name = std::move(name), pending](const std::string& what,
+                                                                        const std::string& replay) {
+    results::run_results copy = rr;
+    if (pending != nullptr) copy.strategies.push_back(*pending);
+    auto it = std::find_if(copy.strategies.begin(), copy.strategies.end(),
+                           [&](const results::strategy_result& r) { return r.name == name; });
+    if (it == copy.strategies.end()) {
+      copy.strategies.emplace_back().name = name;
+      it = std::prev(copy.strategies.end());
+    }
+    results::failure_record f;
+    f.source = "aborted";
+    f.failed = static_cast<unsigned>(prop::property::runs);
+    f.message = "runs: " + what;
+    f.replay = replay;
+    const std::string::size_type at = replay.find("--replay '");
+    if (at != std::string::npos) {
+      const std::string::size_type from = at + 10, to = replay.find('\'', from);
+      f.case_line = replay.substr(from, to == std::string::npos ? to : to - from);
+    }
+    it->failures.push_back(std::move(f));
+    write_results(o, copy);
+  });
+}
+
 // Leader: every planned case, its verdict printed. Returns the exit status.
 int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& o, unsigned mask,
                 const std::string& program) {
@@ -891,6 +921,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
   std::size_t done = 0;
   for (const planned_case& pc : plan.cases) {
     const auto start = clock::now();
+    write_on_abort(o, rr, pc.c.strategy, nullptr);
     const prop::case_verdict v = d.run(pc.c, mask);
     auto it =
         std::find_if(rr.strategies.begin(), rr.strategies.end(),
@@ -911,6 +942,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
     }
     written = try_write_results(o, rr) && written;
   }
+  prop::last_words::on_abort({});
   d.stop();
   rr.complete = true;
   written = try_write_results(o, rr) && written;
@@ -939,6 +971,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
   for (const auto& [n, s] : chosen) {
     results::strategy_result res;
     res.name = n;
+    write_on_abort(o, rr, n, &res);
     const auto start = clock::now();
     for (const planned_case& pc : corpus_plan.cases) {
       if (pc.c.strategy != n) continue;
@@ -989,6 +1022,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
                                std::to_string(rr.strategies.size()) + " of " +
                                std::to_string(chosen.size()) + " strategies finished\n");
   }
+  prop::last_words::on_abort({});
   d.stop();
   rr.complete = true;
   written = try_write_results(o, rr) && written;
@@ -1109,7 +1143,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
       std::fprintf(stderr, "shardcheck: runtime error: %s\n", e.what());
       std::fflush(stdout);
       std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, prop::exit_code::runtime);
+      PMPI_Abort(MPI_COMM_WORLD, prop::exit_code::runtime);  // not a kernel's (pmpi.hpp)
     }
   }
   std::fflush(stdout);
@@ -1178,6 +1212,10 @@ int cli_main(int argc, char** argv, par::registry extra) {
       "shardcheck: proves that parallel GEMM strategies compute what one device "
       "computes, with the memory and communication they claim."};
   app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 every property held, 1 a property failed, 2 bad usage, 3 the watchdog ended "
+      "a hung case, 4 an MPI or runtime error, 5 a rank crashed, 6 a kernel or its library called "
+      "MPI_Abort, 129/130/143 hung up/interrupted/terminated.");
   auto* list = app.add_subcommand("list", "List the strategies with their placements");
 
   verify_options vo;
@@ -1347,6 +1385,21 @@ int cli_main(int argc, char** argv, par::registry extra) {
                          (explain->parsed() && ex_record) || compare_cmd->parsed() ||
                          audit_cmd->parsed() || scale_cmd->parsed();
   std::unique_ptr<par::environment> env;
+  // The extra kernels' process_hooks: `finalize` runs when this is destroyed, before env.
+  struct hooks_scope {
+    std::function<void()> finalize;
+    hooks_scope() = default;
+    hooks_scope(const hooks_scope&) = delete;
+    hooks_scope& operator=(const hooks_scope&) = delete;
+    ~hooks_scope() {
+      if (!finalize) return;
+      try {
+        finalize();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "shardcheck: the finalize hook failed: %s\n", e.what());
+      }
+    }
+  } hooks;
   int rank = 0;
   // Every error ends with its exit code (README, "Exit codes"); none escapes as an exception.
   // A usage error is found alike on every rank, which all return; a runtime error may be one
@@ -1358,7 +1411,7 @@ int cli_main(int argc, char** argv, par::registry extra) {
     if (env != nullptr && code != prop::exit_code::usage) {
       MPI_Comm_size(MPI_COMM_WORLD, &size);
       std::fflush(stderr);
-      if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+      if (size > 1) PMPI_Abort(MPI_COMM_WORLD, code);  // not a kernel's (pmpi.hpp)
     }
     return code;
   };
@@ -1371,6 +1424,9 @@ int cli_main(int argc, char** argv, par::registry extra) {
     if (needs_mpi) {
       env = std::make_unique<par::environment>(argc, argv);
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      const par::process_hooks& h = cat.extra.hooks();
+      if (h.init) h.init(argc, argv);
+      hooks.finalize = h.finalize;
     }
     if (list->parsed()) return do_list(cat);
     if (explain->parsed()) {

@@ -22,10 +22,13 @@ void check_mpi(int rc, const char* what) {
 environment::environment(int& argc, char**& argv) {
   int initialised = 0;
   MPI_Initialized(&initialised);
-  if (initialised != 0) return;
-  int provided = 0;
-  check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
-  owns_ = true;
+  if (initialised == 0) {
+    int provided = 0;
+    check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+    owns_ = true;
+  }
+  // Initialised here or by the program (a library's initialisation, say) before: errors come
+  // back as codes either way, which check_mpi turns into exceptions and exit code 4.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }
 

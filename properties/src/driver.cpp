@@ -187,8 +187,7 @@ case_verdict driver::execute(const std::string& message) {
   par::check_mpi(MPI_Allreduce(mine.errors.cells.data(), out.errors.cells.data(),
                                static_cast<int>(error_figures::size * 3), MPI_DOUBLE, MPI_MAX, w),
                  "verdict");
-  long long bytes[4] = {mine.peak_bytes, mine.bound_bytes, mine.recorded_sent,
-                        mine.mpi_peak_bytes};
+  long long bytes[4] = {mine.peak_bytes, mine.bound_bytes, mine.recorded_sent, mine.mpi_peak_bytes};
   long long bytes_all[4] = {0, 0, 0, 0};
   par::check_mpi(MPI_Allreduce(bytes, bytes_all, 4, MPI_LONG_LONG, MPI_MAX, w), "verdict");
   out.failed = failed;
@@ -233,7 +232,7 @@ case_verdict driver::run(const par::run_case& c, unsigned mask) {
     std::fprintf(stderr, "shardcheck: runtime error: --log-cases: cannot write: %s\n",
                  std::strerror(errno));
     std::fflush(stderr);
-    MPI_Abort(world_.native_handle(), exit_code::runtime);
+    PMPI_Abort(world_.native_handle(), exit_code::runtime);  // not a kernel's (pmpi.hpp)
   }
   send_command(world_, message);
   return execute(message);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "shardcheck/parallel/pmpi.hpp"
 #include "shardcheck/properties/exit_codes.hpp"
 
 namespace shardcheck::prop::last_words {
@@ -33,6 +34,7 @@ std::mutex state;
 std::string finished_text;
 std::string running_line;
 std::atomic<int> complete_code{-1};  // ≥ 0 once the command is done (lock-free: signal-safe)
+std::function<void(const std::string&, const std::string&)> abort_writer;
 
 void say(const char* s, std::size_t n) {
   while (n > 0) {
@@ -78,6 +80,32 @@ extern "C" void on_crash(int sig) {
   say("shardcheck: the crashed rank's stack (addr2line -e <binary> resolves the offsets):\n");
   ::backtrace_symbols_fd(frames, depth, STDERR_FILENO);
   ::_exit(exit_code::crashed);
+}
+
+// A kernel's MPI_Abort (pmpi.hpp): not a signal, so it may print and write files freely.
+void on_mpi_abort(MPI_Comm, int code) {
+  std::fflush(stdout);
+  const std::size_t n = line_length.load();
+  const std::string what = "rank " + std::string(rank_text, rank_length) +
+                           " called MPI_Abort (error code " + std::to_string(code) + ")";
+  std::string text = "shardcheck: " + what;
+  if (n == 0)
+    text += " outside any case\n";
+  else
+    text += " while running a case\nreplay: " + std::string(line_buffer, n) + "\n";
+  say(text.data(), text.size());
+  if (abort_writer) {
+    try {
+      abort_writer(what, std::string(line_buffer, n));
+    } catch (const std::exception& e) {
+      const std::string why = std::string("shardcheck: ") + e.what() + "\n";
+      say(why.data(), why.size());
+    }
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  PMPI_Abort(MPI_COMM_WORLD, exit_code::aborted);
+  ::_exit(exit_code::aborted);
 }
 
 extern "C" void on_interrupt(int sig) {
@@ -129,6 +157,7 @@ void install(int rank, bool leader) {
     if (leader && ::pipe(wake_pipe) != 0) speaks = false;
     if (speaks) std::thread(speak_and_exit).detach();
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) handle(sig, on_interrupt, SA_RESTART);
+    par::pmpi::on_abort = on_mpi_abort;
   });
 }
 
@@ -154,6 +183,10 @@ void idle() {
 void finished(std::string text) {
   std::lock_guard lock(state);
   finished_text = std::move(text);
+}
+
+void on_abort(std::function<void(const std::string& what, const std::string& replay)> write) {
+  abort_writer = std::move(write);
 }
 
 void complete(int code) {

@@ -4,6 +4,10 @@
 //   crash_abort  calls std::abort (SIGABRT)
 //   crash_fpe    raises SIGFPE
 //   sleeps       sleeps for a minute, so that a test can interrupt the run mid-case
+//   mpi_abort    calls MPI_Abort(comm, 1), as a library giving up would
+//   mpi_abort_leader  the same on rank 0 of the case instead of the last
+#include <mpi.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -17,7 +21,7 @@ namespace sc = shardcheck::par;
 
 namespace {
 
-enum class fault { segv, abort, fpe, sleep };
+enum class fault { segv, abort, fpe, sleep, mpi_abort, mpi_abort_leader };
 
 class dying final : public sc::kernel {
  public:
@@ -36,7 +40,8 @@ class dying final : public sc::kernel {
     return inner_.cost(c, coords);
   }
   void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
-    if (ctx.grid.all().rank() == c.p - 1) die();
+    if (ctx.grid.all().rank() == (fault_ == fault::mpi_abort_leader ? 0 : c.p - 1))
+      die(ctx.grid.all().native_handle());
     inner_.forward(ctx, c, io);
   }
   void backward(sc::context& ctx, const sc::run_case& c, const sc::backward_io& io) const override {
@@ -44,7 +49,7 @@ class dying final : public sc::kernel {
   }
 
  private:
-  void die() const {
+  void die(MPI_Comm comm) const {
     switch (fault_) {
       case fault::segv: {
         volatile int* nowhere = nullptr;
@@ -54,6 +59,8 @@ class dying final : public sc::kernel {
       case fault::abort: std::abort();
       case fault::fpe: std::raise(SIGFPE); break;
       case fault::sleep: std::this_thread::sleep_for(std::chrono::seconds(60)); break;
+      case fault::mpi_abort:
+      case fault::mpi_abort_leader: MPI_Abort(comm, 1); break;
     }
   }
   const sc::kernel& inner_;
@@ -71,5 +78,7 @@ int main(int argc, char** argv) {
   mine.add(std::make_unique<dying>(base, "crash_abort", fault::abort));
   mine.add(std::make_unique<dying>(base, "crash_fpe", fault::fpe));
   mine.add(std::make_unique<dying>(base, "sleeps", fault::sleep));
+  mine.add(std::make_unique<dying>(base, "mpi_abort", fault::mpi_abort));
+  mine.add(std::make_unique<dying>(base, "mpi_abort_leader", fault::mpi_abort_leader));
   return shardcheck::cli_main(argc, argv, std::move(mine));
 }

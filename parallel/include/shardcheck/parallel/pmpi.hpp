@@ -69,6 +69,13 @@ inline window* current = nullptr;
 inline thread_local int internal_depth = 0;
 }  // namespace detail
 
+// MPI_Abort called by a kernel or a library it calls (not by shardcheck: an `internal` guard is
+// alive), in a program that links shardcheck::pmpi (abort.cpp): the handler runs first, and is
+// expected to end the job itself (last_words.hpp's says what aborted and ends the job with exit
+// code 6); if it returns, or none is set, the call goes on to MPI.
+using abort_handler = void (*)(MPI_Comm comm, int code);
+inline abort_handler on_abort = nullptr;
+
 // Marks shardcheck's own MPI calls: while one is alive on this thread, no wrapper records.
 // par::comm's typed methods hold one, which covers the checker, both implementations and any
 // fault layer below them.

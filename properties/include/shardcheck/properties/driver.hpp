@@ -47,7 +47,7 @@ struct case_verdict {
   error_figures errors;  // the largest of every rank's (harness.hpp)
   std::int64_t peak_bytes = 0, bound_bytes = 0;
   unsigned not_measured = 0;  // properties some rank could not measure (memory without the hook)
-  std::int64_t recorded_sent = 0;  // the most bytes one rank sent, as recorded (verdict)
+  std::int64_t recorded_sent = 0;   // the most bytes one rank sent, as recorded (verdict)
   std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls
 };
 

@@ -5,10 +5,18 @@
 //     shardcheck: rank 1 crashed (SIGSEGV) while running a case
 //     replay: mpirun -n 2 --oversubscribe shardcheck verify --replay 'strategy=… p=2 …'
 //   and exits 5 (exit_codes.hpp). The line was prepared before the case began.
+//   A rank whose kernel (or a library it calls) calls MPI_Abort, in a program that links
+//   shardcheck::pmpi, writes
+//     shardcheck: rank 1 called MPI_Abort (error code 1) while running a case
+//     replay: mpirun -n 2 --oversubscribe shardcheck verify --replay 'strategy=… p=2 …'
+//   and the job ends with exit code 6, whatever the code passed (1, 2 and 255 would read as a
+//   property failure, bad usage or anything). The leader's results files (--json, --junit) keep
+//   what finished; when the leader is the rank that aborted they also hold the aborted case.
 //   SIGINT, SIGTERM or SIGHUP: the leader prints the verdicts finished so far and the running
 //   case's replay line, then every rank exits 128 + the signal: 130, 143 or 129. (mpirun turns
 //   SIGINT and SIGTERM into SIGTERM for its ranks and itself exits 1; a rank signalled directly
 //   exits with its own code.)
+#include <functional>
 #include <string>
 
 namespace shardcheck::prop::last_words {
@@ -26,5 +34,10 @@ void finished(std::string text);
 // with a failure's non-zero code (it ends the job's other ranks), which would otherwise report
 // the finished run as interrupted.
 void complete(int code);
+// Runs when this rank's kernel calls MPI_Abort, after the message and before the job ends: the
+// leader writes its results files with the running case as aborted (`what`: "rank 1 called
+// MPI_Abort (error code 1)"; `replay`: its replay command, empty outside a case). Empty: nothing
+// to write.
+void on_abort(std::function<void(const std::string& what, const std::string& replay)> write);
 
 }  // namespace shardcheck::prop::last_words
