@@ -34,6 +34,9 @@ struct strategy_result {
   std::int64_t recorded_sent = 0;  // the most bytes one rank sent in one case, as recorded
   unsigned not_claimed = 0, not_measured = 0;
   std::vector<failure_record> failures;
+  // A mutant cell that no property caught: "never acted" (its fault never changed anything) or
+  // "not caught" (it acted and every property held); empty otherwise. Never a pass.
+  std::string survived;
   [[nodiscard]] bool passed() const { return failures.empty(); }
   // Folds one replayed case in: counts, worst ratios, what was not claimed or measured.
   void add(const prop::case_verdict& v);
