@@ -599,11 +599,9 @@ std::string suite_table(const results::run_results& rr) {
     r.bound_bytes = res.bound_bytes;
     out += report_row(r, width, res.survived);
     if (res.survived == "never acted")
-      appendf(out, "  mutant never acted: its fault found nothing to change in any case
-");
+      appendf(out, "  mutant never acted: its fault found nothing to change in any case\n");
     else if (!res.survived.empty())
-      appendf(out, "  mutant not caught: its fault acted and every judged property held
-");
+      appendf(out, "  mutant not caught: its fault acted and every judged property held\n");
   }
   return out;
 }
