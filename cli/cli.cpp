@@ -77,6 +77,11 @@ struct catalogue {
     if (const prop::subject* m = mutants.find(name)) return m;
     return extra_mutants.find(name);
   }
+  // The mutant cell of that name, or nullptr.
+  [[nodiscard]] const prop::mutant_cell* cell(std::string_view name) const {
+    if (const prop::mutant_cell* c = mutants.cell(name)) return c;
+    return extra_mutants.cell(name);
+  }
   // Every kernel verify checks (the collective checks included).
   [[nodiscard]] std::vector<const par::kernel*> normal() const {
     std::vector<const par::kernel*> out;
@@ -532,7 +537,8 @@ std::string declined_line(std::int64_t declined, const std::string& example) {
 }
 
 // The table's first column fits the longest name (a mutant's is long).
-std::string report_row(const prop::strategy_report& r, int width) {
+std::string report_row(const prop::strategy_report& r, int width,
+                       const std::string& survived = {}) {
   const auto memory = static_cast<unsigned>(prop::property::memory);
   const std::string peak = (r.not_claimed & memory) != 0 ? "not claimed"
                            : (r.not_measured & memory) != 0
@@ -540,7 +546,10 @@ std::string report_row(const prop::strategy_report& r, int width) {
                                : human_bytes(r.peak_bytes) + " / " + human_bytes(r.bound_bytes);
   std::string out;
   appendf(out, "%-*s %6d  %-4s %8.2f s  %s\n", width, r.name.c_str(), r.cases,
-          r.passed ? "pass" : "FAIL", r.seconds, peak.c_str());
+          !r.passed          ? "FAIL"
+          : survived.empty() ? "pass"
+                             : survived.c_str(),
+          r.seconds, peak.c_str());
   out += error_rows(r.errors);
   if (r.not_claimed != 0)
     appendf(out, "  not claimed (never judged): %s\n",
@@ -626,7 +635,11 @@ std::string suite_table(const results::run_results& rr) {
     r.bound_bytes = res.bound_bytes;
     r.declined = res.declined;
     r.declined_example = res.declined_example;
-    out += report_row(r, width);
+    out += report_row(r, width, res.survived);
+    if (res.survived == "never acted")
+      appendf(out, "  mutant never acted: its fault found nothing to change in any case\n");
+    else if (!res.survived.empty())
+      appendf(out, "  mutant not caught: its fault acted and every judged property held\n");
   }
   return out;
 }
@@ -972,6 +985,8 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     results::strategy_result res;
     res.name = n;
     write_on_abort(o, rr, n, &res);
+    const prop::mutant_cell* cell = cat.cell(n);
+    const std::int64_t fired = cell != nullptr ? cell->fire_count() : 0;
     const auto start = clock::now();
     for (const planned_case& pc : corpus_plan.cases) {
       if (pc.c.strategy != n) continue;
@@ -1015,7 +1030,11 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
         }
       }
     }
-    if (!res.passed()) status = 1;
+    if (!res.passed()) status = prop::exit_code::failed;
+    if (cell != nullptr && res.passed()) {
+      res.survived = cell->fire_count() > fired ? "not caught" : "never acted";
+      if (status == 0) status = prop::exit_code::not_caught;
+    }
     rr.strategies.push_back(std::move(res));
     written = try_write_results(o, rr) && written;
     prop::last_words::finished(suite_table(rr) + failures_text(rr) +
@@ -1027,16 +1046,22 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
   rr.complete = true;
   written = try_write_results(o, rr) && written;
   std::fputs(suite_table(rr).c_str(), stdout);
-  int passed = 0;
-  for (const auto& res : rr.strategies) passed += res.passed() ? 1 : 0;
+  int passed = 0, survived = 0;
+  for (const auto& res : rr.strategies) {
+    passed += res.passed() && res.survived.empty() ? 1 : 0;
+    survived += res.passed() && !res.survived.empty() ? 1 : 0;
+  }
   if (!o.corpus.empty()) {
     std::printf("corpus %s: %d cases replayed, %d failed; %zu new failures appended\n",
                 o.corpus.c_str(), replayed, replay_failed, appended.size());
     for (const std::string& why : corpus_plan.skipped) std::printf("  skipped %s\n", why.c_str());
   }
   std::fputs(failures_text(rr).c_str(), stdout);
-  std::printf("%d passed, %zu failed\n", passed,
-              rr.strategies.size() - static_cast<std::size_t>(passed));
+  std::printf("%d passed, %zu failed", passed,
+              rr.strategies.size() - static_cast<std::size_t>(passed + survived));
+  if (survived > 0)
+    std::printf(", %d mutants not caught (exit %d)", survived, prop::exit_code::not_caught);
+  std::printf("\n");
   return written ? status : 2;
 }
 

@@ -27,16 +27,18 @@ endfunction()
 
 # shardcheck_add_kernel_test(NAME name TARGET check_program RANKS 1 2 4 [CASES 200] [SEED s]
 #                            [STRATEGIES k...] [PROPERTIES p...] [CORPUS file] [LABELS l...]
-#                            [ARGS more verify arguments...] [EXPECT_FAIL regex] [TIMEOUT s])
+#                            [ARGS more verify arguments...] [EXPECT_FAIL regex]
+#                            [EXPECT_CODE code] [TIMEOUT s])
 # One ctest entry per rank count, `name.ranks<n>`, running
 #   mpiexec -n <n> --oversubscribe <check_program> verify --cases 200 --seed <s or n>
 #           [--strategy k]... [--property p,...] [--corpus file] [ARGS...]
 # e.g. RANKS 1 2 gives my_kernel.ranks1 and my_kernel.ranks2. A relative CORPUS is taken from the
 # calling CMakeLists' folder. With EXPECT_FAIL the entry is a negative test: it passes only when
 # verify exits 1 (a property failed) and its output matches the regex, e.g.
-# EXPECT_FAIL "FAIL my_broken_kernel: ledger".
+# EXPECT_FAIL "FAIL my_broken_kernel: ledger". EXPECT_CODE changes the exit code it expects, e.g.
+# 7 for a mutant cell that no property caught (EXPECT_FAIL "mutant never acted").
 function(shardcheck_add_kernel_test)
-  cmake_parse_arguments(T "" "NAME;TARGET;CASES;SEED;CORPUS;EXPECT_FAIL;TIMEOUT"
+  cmake_parse_arguments(T "" "NAME;TARGET;CASES;SEED;CORPUS;EXPECT_FAIL;EXPECT_CODE;TIMEOUT"
                         "RANKS;STRATEGIES;PROPERTIES;LABELS;ARGS" ${ARGN})
   foreach(required NAME TARGET RANKS)
     if(NOT T_${required})
@@ -75,7 +77,10 @@ function(shardcheck_add_kernel_test)
                 ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_TARGET}> ${verify} --seed ${seed} ${T_ARGS}
                 ${MPIEXEC_POSTFLAGS})
     if(DEFINED T_EXPECT_FAIL)
-      set(command ${CMAKE_COMMAND} -DEXPECT_CODE=1 "-DEXPECT_REGEX=${T_EXPECT_FAIL}"
+      if(NOT DEFINED T_EXPECT_CODE)
+        set(T_EXPECT_CODE 1)
+      endif()
+      set(command ${CMAKE_COMMAND} -DEXPECT_CODE=${T_EXPECT_CODE} "-DEXPECT_REGEX=${T_EXPECT_FAIL}"
                   -P ${helpers_dir}/shardcheck_expect.cmake -- ${command})
     endif()
     add_test(NAME ${T_NAME}.ranks${n} COMMAND ${command})

@@ -235,7 +235,9 @@ std::string json_text(const run_results& r) {
   const auto memory = static_cast<unsigned>(prop::property::memory);
   for (const strategy_result& s : r.strategies) {
     json j = {{"name", s.name},
-              {"result", s.passed() ? "pass" : "fail"},
+              {"result", !s.passed()          ? "fail"
+                         : s.survived.empty() ? "pass"
+                                              : s.survived},
               {"cases", s.cases},
               {"replayed", s.replayed},
               {"declined", s.declined},

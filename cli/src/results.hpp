@@ -38,6 +38,9 @@ struct strategy_result {
   std::int64_t declined = 0;
   std::string declined_example;
   std::vector<failure_record> failures;
+  // A mutant cell that no property caught: "never acted" (its fault never changed anything) or
+  // "not caught" (it acted and every property held); empty otherwise. Never a pass.
+  std::string survived;
   [[nodiscard]] bool passed() const { return failures.empty(); }
   // Folds one replayed case in: counts, worst ratios, what was not claimed or measured.
   void add(const prop::case_verdict& v);

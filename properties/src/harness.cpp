@@ -759,13 +759,14 @@ std::vector<par::pmpi::tracked_comm> raw_comms(par::mesh& grid) {
 // kernel claims before the measured scopes open, so recording allocates nothing in them. The
 // kernel's raw MPI calls on the mesh's communicators are recorded into the same ledger (pmpi.hpp).
 run_result run_once(const par::kernel& k, const par::run_case& c, par::mesh& grid,
-                    const rank_inputs& in, const par::claims& cl) {
+                    const rank_inputs& in, const par::claims& cl,
+                    par::pmpi::interceptor* hook = nullptr) {
   run_result r;
   r.dws.resize(in.ws.size());
   par::ledger log;
   if (cl.collectives) log.reserve(cl.collectives->forward.size() + cl.collectives->backward.size());
   grid.attach(&log, true);
-  const par::pmpi::recording raw(log, true, raw_comms(grid));
+  const par::pmpi::recording raw(log, true, raw_comms(grid), hook);
   par::context ctx{grid};
   log.set_phase(par::phase::forward);
   {
@@ -843,6 +844,7 @@ struct case_run {
   unsigned mask;
   int rank = 0;
   verdict v;
+  par::pmpi::interceptor* hook = nullptr;  // a mutant's, on the kernel's raw MPI calls
 
   [[nodiscard]] bool on(property p) const { return (mask & static_cast<unsigned>(p)) != 0; }
   void fail(property p, const std::string& msg) {
@@ -1186,8 +1188,8 @@ void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan, co
       continue;  // no smaller case the kernel takes to compare with
     }
     const par::case_plan small_plan = par::plan_of(k, smaller, plan.coords);
-    const run_result other =
-        run_once(k, smaller, grid, inputs_of(small_plan, smaller), k.cost(smaller, plan.coords));
+    const run_result other = run_once(k, smaller, grid, inputs_of(small_plan, smaller),
+                                      k.cost(smaller, plan.coords), run.hook);
     const std::int64_t peaks[2][2] = {{first.peak_forward, other.peak_forward},
                                       {first.peak_backward, other.peak_backward}};
     for (std::size_t i = 0; i < 2; ++i)
@@ -1206,7 +1208,7 @@ void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan, co
 void check_determinism(case_run& run, par::mesh& grid, const par::case_plan& plan,
                        const rank_inputs& in, const par::claims& cl, const run_result& first) {
   if (!run.on(property::determinism)) return;
-  const run_result second = run_once(*run.s.k, run.c, grid, in, cl);
+  const run_result second = run_once(*run.s.k, run.c, grid, in, cl, run.hook);
   for (const tensor_slot& t : plan.outputs) {
     const std::int64_t at = first_difference(first.out(t), second.out(t));
     if (at < 0) continue;
@@ -1355,8 +1357,15 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
   std::optional<par::claims> cl;
   std::optional<rank_inputs> in;
   std::optional<run_result> first;
+  std::unique_ptr<par::pmpi::interceptor> hook;
   try {
     grid.emplace(case_comm, s.k->mesh_dims(c), par::stack_options{c.backend, s.wrap});
+    if (s.raw) {
+      std::vector<MPI_Comm> comms;
+      for (const par::pmpi::tracked_comm& t : raw_comms(*grid)) comms.push_back(t.comm);
+      hook = s.raw(comms);
+      run.hook = hook.get();
+    }
     plan.emplace(par::plan_of(*s.k, c, grid->coords()));
     cl.emplace(s.k->cost(c, plan->coords));
     if (cl->chains && cl->chains->size() != c.prob.layers())
@@ -1364,7 +1373,7 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
                   " chain_lengths for a case of L = " + std::to_string(c.prob.layers()) +
                   " layers: one per layer");
     in.emplace(inputs_of(*plan, c));
-    first.emplace(run_once(*s.k, c, *grid, *in, *cl));
+    first.emplace(run_once(*s.k, c, *grid, *in, *cl, run.hook));
   } catch (const std::exception& e) {
     run.fail(property::runs, e.what());
   }

@@ -10,12 +10,19 @@
 //   raw_extra_allreduce   raw_data_parallel plus one MPI_Allreduce it does not claim: ledger
 //   raw_rank0_skips       rank 0 skips MPI_Allgatherv: runs, "collective mismatch"
 //   raw_derived_extra     raw_derived_comms plus one MPI_Allreduce on the split comm: ledger
+// and one-sided ones (raw_one_sided below):
+//   raw_one_sided         Y's rows MPI_Put into every rank's window between two fences; dW put
+//                         into rank 0's window, summed there in rank order, MPI_Get back
+//   raw_one_sided_short   claims one put fewer than it makes: ledger
+//   raw_one_sided_skips_fence  rank 0 skips Y's closing fence and frees the window: runs,
+//                         "collective mismatch" (not a hang)
 #include <mpi.h>
 
 #include <shardcheck/cli.hpp>
 #include <shardcheck/parallel/kernel.hpp>
 #include <shardcheck/reference/gemm.hpp>
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -166,6 +173,122 @@ class raw_kernel final : public sc::kernel {
   variant v_;
   sc::kernel_info info_;
 };
+// Data parallel over one-sided MPI on ctx.grid.axis(0) (windows of MPI_Win_allocate, which Open
+// MPI supports on one rank too). p = 2, M = 3 (rows 2, 1), N = 2: forward puts rank 0's 4
+// elements to ranks 0 and 1 and rank 1's 2 to both; backward puts each dW (N·K) into rank 0's
+// window of 2·N·K, rank 0 sums slot 0 + slot 1 into slot 0, and rank 1 gets it.
+class raw_one_sided final : public sc::kernel {
+ public:
+  enum class defect { none, short_claim, skips_fence };
+  raw_one_sided(std::string name, defect d) : d_(d) {
+    info_.name = std::move(name);
+    info_.summary = "data parallel with one-sided MPI (put, get, fence)";
+  }
+  const sc::kernel_info& info() const override { return info_; }
+
+  sc::layout placement(sc::tensor_slot t, const sc::run_case&) const override {
+    const bool replicated = t.t == sc::tensor::w || t.t == sc::tensor::dw || t.t == sc::tensor::y;
+    return {replicated ? sc::placement::R() : sc::placement::S(0)};
+  }
+
+  sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
+    const sc::partition& rows = c.part("M");
+    const std::size_t es = shardcheck::size_of(c.prob.type);
+    const std::int64_t m = c.prob.M, n = c.prob.N, k = c.prob.K, s = static_cast<std::int64_t>(es);
+    const int me = coords[0];
+    const auto sync = [](sc::collective kind) { return sc::win_sync_entry(kind); };
+    sc::claims::collective_claim log;
+    log.forward.push_back(sc::win_create_entry(m * n * s));
+    log.forward.push_back(sync(sc::collective::win_fence));
+    const int claimed = d_ == defect::short_claim ? c.p - 1 : c.p;
+    for (int q = 0; q < claimed; ++q)
+      log.forward.push_back(sc::put_entry(rows.size(me) * n, q, es));
+    log.forward.push_back(sync(sc::collective::win_fence));
+    log.forward.push_back(sync(sc::collective::win_free));
+    log.backward.push_back(sc::win_create_entry(me == 0 ? c.p * n * k * s : 0));
+    log.backward.push_back(sync(sc::collective::win_fence));
+    log.backward.push_back(sc::put_entry(n * k, 0, es));
+    log.backward.push_back(sync(sc::collective::win_fence));
+    log.backward.push_back(sync(sc::collective::win_fence));
+    if (me != 0) log.backward.push_back(sc::get_entry(n * k, 0, es));
+    log.backward.push_back(sync(sc::collective::win_fence));
+    log.backward.push_back(sync(sc::collective::win_free));
+    sc::claims out;
+    out.collectives = log;
+    // The windows are MPI's memory: Y, then dX and dW.
+    out.peak = sc::claims::peak_claim{m * n * s, (rows.size(me) * k + n * k) * s};
+    out.chains = std::vector<sc::chain_lengths>{{k, n, rows.max_size() + c.p - 1}};
+    return out;
+  }
+
+  void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
+    io.visit([&]<class T>(const sc::matrix<T>& x, sc::weights<T> w, sc::matrix<T>& y) {
+      MPI_Comm axis = ctx.grid.axis(0).native_handle();
+      int p = 0, me = 0;
+      MPI_Comm_size(axis, &p);
+      MPI_Comm_rank(axis, &me);
+      const sc::partition& rows = c.part("M");
+      const auto n = static_cast<std::size_t>(c.prob.N), k = static_cast<std::size_t>(c.prob.K);
+      y = sc::matrix<T>(static_cast<std::size_t>(c.prob.M), n);
+      T* mine = y.row(static_cast<std::size_t>(rows.offset(me)));
+      shardcheck::ref::linear_forward<T>(c.prob.layout, x.rows, n, k, x.data.data(),
+                                         w[0].data.data(), mine);
+      T* base = nullptr;
+      MPI_Win win = MPI_WIN_NULL;
+      MPI_Win_allocate(static_cast<MPI_Aint>(y.data.size() * sizeof(T)), sizeof(T), MPI_INFO_NULL,
+                       axis, &base, &win);
+      MPI_Win_fence(0, win);
+      const int own = static_cast<int>(rows.size(me) * c.prob.N);
+      for (int q = 0; q < p; ++q)
+        MPI_Put(mine, own, type_of<T>(), q, rows.offset(me) * c.prob.N, own, type_of<T>(), win);
+      if (d_ != defect::skips_fence || me != 0) MPI_Win_fence(0, win);
+      std::copy(base, base + y.data.size(), y.data.begin());
+      MPI_Win_free(&win);
+    });
+  }
+
+  void backward(sc::context& ctx, const sc::run_case& c, const sc::backward_io& io) const override {
+    io.visit([&]<class T>(const sc::matrix<T>& x, sc::weights<T> w, const sc::matrix<T>& dy,
+                          sc::matrix<T>& dx, sc::gradients<T> dw) {
+      MPI_Comm axis = ctx.grid.axis(0).native_handle();
+      int p = 0, me = 0;
+      MPI_Comm_size(axis, &p);
+      MPI_Comm_rank(axis, &me);
+      const auto n = static_cast<std::size_t>(c.prob.N), k = static_cast<std::size_t>(c.prob.K);
+      dx = sc::matrix<T>(x.rows, k);
+      shardcheck::ref::linear_backward_dx<T>(c.prob.layout, x.rows, n, k, dy.data.data(),
+                                             w[0].data.data(), dx.data.data());
+      dw[0] = sc::matrix<T>(w[0].rows, w[0].cols);
+      shardcheck::ref::linear_backward_dw<T>(c.prob.layout, x.rows, n, k, dy.data.data(),
+                                             x.data.data(), dw[0].data.data());
+      const std::size_t nk = dw[0].data.size();
+      const int count = static_cast<int>(nk);
+      T* slots = nullptr;
+      MPI_Win win = MPI_WIN_NULL;
+      const std::size_t mine = me == 0 ? static_cast<std::size_t>(p) * nk : 0;
+      MPI_Win_allocate(static_cast<MPI_Aint>(mine * sizeof(T)), sizeof(T), MPI_INFO_NULL, axis,
+                       &slots, &win);
+      MPI_Win_fence(0, win);
+      MPI_Put(dw[0].data.data(), count, type_of<T>(), 0, static_cast<MPI_Aint>(me) * count, count,
+              type_of<T>(), win);
+      MPI_Win_fence(0, win);
+      if (me == 0) {  // slot 0 + slot 1 + … in rank order, into slot 0 and dW
+        for (int q = 1; q < p; ++q)
+          for (std::size_t i = 0; i < nk; ++i)
+            slots[i] += slots[static_cast<std::size_t>(q) * nk + i];
+        std::copy(slots, slots + nk, dw[0].data.begin());
+      }
+      MPI_Win_fence(0, win);
+      if (me != 0) MPI_Get(dw[0].data.data(), count, type_of<T>(), 0, 0, count, type_of<T>(), win);
+      MPI_Win_fence(0, win);
+      MPI_Win_free(&win);
+    });
+  }
+
+ private:
+  defect d_;
+  sc::kernel_info info_;
+};
 }  // namespace rawmpi
 
 int main(int argc, char** argv) {
@@ -178,5 +301,10 @@ int main(int argc, char** argv) {
                          std::pair{"raw_rank0_skips", variant::rank0_skips},
                          std::pair{"raw_derived_extra", variant::derived_extra}})
     mine.add(std::make_unique<rawmpi::raw_kernel>(name, v));
+  using one_sided = rawmpi::raw_one_sided;
+  for (auto [name, d] : {std::pair{"raw_one_sided", one_sided::defect::none},
+                         std::pair{"raw_one_sided_short", one_sided::defect::short_claim},
+                         std::pair{"raw_one_sided_skips_fence", one_sided::defect::skips_fence}})
+    mine.add(std::make_unique<one_sided>(name, d));
   return shardcheck::cli_main(argc, argv, std::move(mine));
 }

@@ -8,6 +8,7 @@
 #include "mutants/faults.hpp"
 #include "mutants/kernels.hpp"
 #include "mutants/mixed.hpp"
+#include "mutants/raw_faults.hpp"
 #include "shardcheck/parallel/registry.hpp"
 #include "shardcheck/properties/checks.hpp"
 #include "shardcheck/properties/generators.hpp"
@@ -226,6 +227,15 @@ par::layer_wrapper wrap_with(layer_position where, layer_maker make,
   };
 }
 
+// The same fault on a kernel's own MPI calls (raw_faults.hpp).
+std::function<std::unique_ptr<par::pmpi::interceptor>(std::span<const MPI_Comm>)> raw_with(
+    layer_position where, layer_maker make, std::shared_ptr<fire_log> log) {
+  return [where, make = std::move(make), log = std::move(log)](std::span<const MPI_Comm> comms) {
+    return std::unique_ptr<par::pmpi::interceptor>(
+        std::make_unique<mutants::raw_faults>(where, make, log, comms));
+  };
+}
+
 struct decorator_op {
   mutant_operator info;
   std::function<std::unique_ptr<par::kernel>(const par::kernel&, std::string,
@@ -392,6 +402,7 @@ void mutant_set::build(const std::vector<const par::registry*>& strategies, int 
       auto log = std::make_shared<fire_log>();
       add(op.info, m.names[i], op.applies(used[i]), m.strategies[i],
           wrap_with(op.where, op.make, log), log);
+      m.cells.back().s.raw = raw_with(op.where, op.make, log);
     }
   }
   const decorator_op decorators[] = {

@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <type_traits>
 
 #include "shardcheck/parallel/ledger.hpp"
 
@@ -108,7 +109,8 @@ struct raw_collective {
 class run_ref {
  public:
   template <class F>
-  run_ref(F& f) : f_(&f), call_([](void* g) { return (*static_cast<F*>(g))(); }) {}
+  requires(!std::is_same_v<std::remove_cvref_t<F>, run_ref>) run_ref(F& f)
+      : f_(&f), call_([](void* g) { return (*static_cast<F*>(g))(); }) {}
   int operator()() const { return call_(f_); }
 
  private:

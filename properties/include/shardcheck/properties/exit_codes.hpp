@@ -9,6 +9,8 @@ inline constexpr int watchdog = 3;       // the watchdog ended a case that ran p
 inline constexpr int runtime = 4;        // an MPI or runtime error outside any property
 inline constexpr int crashed = 5;        // a rank crashed (SIGSEGV, SIGBUS, SIGFPE, SIGABRT)
 inline constexpr int aborted = 6;        // a kernel or its library called MPI_Abort
+inline constexpr int not_caught = 7;     // a mutant cell no property caught (never acted, or
+                                         // acted and every property held); nothing failed
 inline constexpr int interrupted = 130;  // SIGINT (128 + 2)
 inline constexpr int terminated = 143;   // SIGTERM (128 + 15)
 inline constexpr int hung_up = 129;      // SIGHUP (128 + 1)

@@ -4,6 +4,8 @@
 // it needs. Nothing is gathered to rank 0 to check.
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,6 +14,7 @@
 #include "shardcheck/parallel/comm.hpp"
 #include "shardcheck/parallel/kernel.hpp"
 #include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/parallel/pmpi.hpp"
 #include "shardcheck/reference/stack.hpp"
 
 namespace shardcheck::prop {
@@ -37,10 +40,13 @@ inline constexpr property checked_properties[] = {property::forward,     propert
 
 // What a case runs: a kernel and, for a mutant, the layers the harness wraps around every comm of
 // the case's mesh (a fault injector: properties/, mutants). The wrapper is called afresh for each
-// mesh, so a layer's state lasts one case.
+// mesh, so a layer's state lasts one case. `raw`, for a fault operator, builds the interceptor of
+// the case's recording window (pmpi.hpp) from the mesh's communicators, once per case: the same
+// fault on the kernel's own MPI calls.
 struct subject {
   const par::kernel* k = nullptr;
   par::layer_wrapper wrap;
+  std::function<std::unique_ptr<par::pmpi::interceptor>(std::span<const MPI_Comm>)> raw{};
 };
 
 // A property's outcome on a case: `not_claimed` when the kernel makes no claim it could be judged
