@@ -706,13 +706,14 @@ judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols, 
   const double u = ref::unit_roundoff(tol.type);
   const bool stat_on = tol.per_element ? stat_bound != nullptr : tol.tier.lambda > 0;
   const double* stat_mag = stat_bound != nullptr ? stat_bound : mag;
-  // ref::element_bound's inflation for mag's own rounding (1 for a stack's bounds: k_mag 0).
+  // ref::element_bound's inflation for mag's own rounding (1 for a stack's bounds: k_mag 0), as
+  // a bound per unit of mag, once per block.
   const double inflate = 1.0 - ref::gamma(tol.k_mag, dtype::f64);
-  const auto bound_of = [&](double factor, double m) -> double {
-    if (m == 0.0) return 0.0;
-    if (!(inflate > 0.0)) return INFINITY;
-    return factor * m / inflate;
+  const auto per_mag = [&](double factor) -> double {
+    return inflate > 0.0 ? factor / inflate : INFINITY;
   };
+  const double rig_per_mag = per_mag(tol.rigorous), stat_per_mag = per_mag(tol.statistical);
+  const auto bound_of = [](double per, double m) -> double { return m == 0.0 ? 0.0 : per * m; };
   const auto share = [](double err, double bound) {
     return err == 0 ? 0.0 : bound > 0 ? err / bound : INFINITY;
   };
@@ -745,9 +746,9 @@ judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols, 
         w.statistical = std::max(w.statistical, ref::window_share<T>(got[i], e, stat_mag[i],
                                                                      tol.statistical, tol.k_mag));
     } else {
-      w.rigorous = std::max(w.rigorous, share(err, bound_of(tol.rigorous, mag[i])));
+      w.rigorous = std::max(w.rigorous, share(err, bound_of(rig_per_mag, mag[i])));
       if (stat_on)
-        w.statistical = std::max(w.statistical, share(err, bound_of(tol.statistical, stat_mag[i])));
+        w.statistical = std::max(w.statistical, share(err, bound_of(stat_per_mag, stat_mag[i])));
     }
   }
   if constexpr (is_16bit_v<T>) {
