@@ -42,9 +42,9 @@
 // the same stack on one rank (ref::stack_forward), so ideal_speedup_ratio compares like with like.
 //
 // Each benchmark checks its result once before timing: sampled rows of this rank's Y block against
-// a plain triple loop, within the error bound of reference/bound.hpp (a stack: against
-// ref::stack_expect, within its per-element bound for the strategy's chains per layer); a wrong
-// result aborts the whole job with MPI_Abort and the case's replay line. A kernel that claims no
+// the verdict's reference of them (properties/verdict.hpp), within each element's rigorous bound
+// for the strategy's chains per layer (a stack's through its layers); a wrong result aborts the
+// whole job with MPI_Abort and the case's replay line. A kernel that claims no
 // chains of additions has no bound to be checked against: it is skipped, with a note.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -75,7 +75,7 @@
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/parallel/registry.hpp"
-#include "shardcheck/reference/check.hpp"
+#include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
 #include "shardcheck/reference/stack.hpp"
@@ -173,108 +173,50 @@ constexpr auto mode = sc::value_mode::uniform;
 }
 
 // Checks about 8 evenly spaced rows (first and last included) of y, this rank's block b of Y,
-// against a plain triple loop over freshly generated inputs, within (γ_k_par + γ_K)·(|X||W|ᵀ)_ij.
-// Returns an empty string when they pass.
-[[nodiscard]] std::string check_y(const sc::problem& p, const par::block& b, const matrix& y,
-                                  std::int64_t k_par) {
+// against the verdict's reference of those rows (prop::forward_reference: a stack's through its
+// layers), each element within its rigorous bound for the chains per layer `chains` (the kernel's
+// claimed chains). Returns an empty string when they pass.
+[[nodiscard]] std::string check_y(const par::run_case& c, const par::block& b, const matrix& y,
+                                  const std::vector<par::chain_lengths>& chains) {
   std::ostringstream os;
-  os.precision(17);
   if (static_cast<std::int64_t>(y.rows) != b.rows || static_cast<std::int64_t>(y.cols) != b.cols) {
     os << "Y block is " << y.rows << "×" << y.cols << ", its placement says " << b.rows << "×"
        << b.cols;
     return os.str();
   }
   if (b.rows == 0 || b.cols == 0) return {};
-  const bool out_in = p.layout == sc::weight_layout::out_in;
-  const auto cols = static_cast<std::size_t>(b.cols), k = static_cast<std::size_t>(p.K);
-  const matrix w = out_in ? generate(ref::tensor_id::w, {b.col0, b.cols, 0, p.K})
-                          : generate(ref::tensor_id::w, {0, p.K, b.col0, b.cols});
-  const std::int64_t samples = std::min<std::int64_t>(b.rows, 8);
-  std::vector<double> want(cols), mag(cols);
-  ref::compare_options opt;
-  opt.k_par = k_par;
-  opt.k_ref = p.K;
-  opt.k_mag = p.K;
-  for (std::int64_t s = 0; s < samples; ++s) {
-    const std::int64_t li = samples == 1 ? 0 : s * (b.rows - 1) / (samples - 1);
-    const matrix x = generate(ref::tensor_id::x, {b.row0 + li, 1, 0, p.K});
-    for (std::size_t j = 0; j < cols; ++j) {
-      double sum = 0;
-      for (std::size_t q = 0; q < k; ++q)
-        sum += x.data[q] * (out_in ? w.data[j * k + q] : w.data[q * cols + j]);
-      want[j] = sum;
-    }
-    ref::magnitude_forward<double>(p.layout, 1, cols, k, x.data.data(), w.data.data(), mag.data());
-    const auto bad = ref::compare_block<double>(1, cols, y.row(static_cast<std::size_t>(li)), cols,
-                                                want.data(), cols, mag.data(), cols, opt);
-    if (!bad) continue;
-    os << "Y[i=" << b.row0 + li << ", j=" << b.col0 + static_cast<std::int64_t>(bad->col)
-       << "]: got " << bad->got << ", expected " << bad->expected << ", bound " << bad->bound
-       << " (k_par=" << opt.k_par << ", k_ref=" << opt.k_ref << ")";
-    if (!bad->reason.empty()) os << " [" << bad->reason << "]";
+  if (chains.size() != c.prob.layers()) {
+    os << "the cost model gives chains for " << chains.size() << " layer(s), the stack has "
+       << c.prob.layers();
     return os.str();
   }
-  return {};
+  const std::int64_t samples = std::min<std::int64_t>(b.rows, 8);
+  par::block rows{b.row0, samples, b.col0, b.cols};
+  matrix got(static_cast<std::size_t>(samples), y.cols);
+  for (std::int64_t s = 0; s < samples; ++s) {
+    const std::int64_t li = samples == 1 ? 0 : s * (b.rows - 1) / (samples - 1);
+    rows.row_runs.push_back({b.row0 + li, 1});
+    std::copy(y.row(static_cast<std::size_t>(li)), y.row(static_cast<std::size_t>(li)) + y.cols,
+              got.row(static_cast<std::size_t>(s)));
+  }
+  const sc::prop::tolerance tol = sc::prop::tolerance_of(c, chains, par::tensor::y, {});
+  const sc::prop::judgement j =
+      sc::prop::judge_block(tol, got, sc::prop::forward_reference(c, rows, chains, 0));
+  if (!j.first) return {};
+  os << "Y[i=" << par::global_index(rows.row_runs, static_cast<std::int64_t>(j.first->row))
+     << ", j=" << b.col0 + static_cast<std::int64_t>(j.first->col) << "]";
+  return sc::prop::describe(j, tol, os.str());
 }
 
-// A stack's counterpart of check_y: about 8 evenly spaced rows of y (this rank's block b of Y)
-// against ref::stack_expect on the same rows of X, within its per-element bound for the chains
-// per layer `chains` (the kernel's claimed chains per layer). Returns an empty string when they
-// pass.
-[[nodiscard]] std::string check_stack_y(const sc::problem& p, const par::block& b, const matrix& y,
-                                        const std::vector<par::chain_lengths>& chains) {
-  std::ostringstream os;
-  os.precision(17);
-  if (static_cast<std::int64_t>(y.rows) != b.rows || static_cast<std::int64_t>(y.cols) != b.cols) {
-    os << "Y block is " << y.rows << "×" << y.cols << ", its placement says " << b.rows << "×"
-       << b.cols;
-    return os.str();
-  }
-  if (b.rows == 0 || b.cols == 0) return {};
-  const ref::stack_shape shape{p.layout, p.widths(), p.act};
-  if (chains.size() != shape.layers()) {
-    os << "the cost model gives chains for " << chains.size() << " layer(s), the stack has "
-       << shape.layers();
-    return os.str();
-  }
-  ref::stack_chains par_chains;
-  for (const par::chain_lengths& l : chains) {
-    par_chains.h.push_back(l.y);
-    par_chains.da.push_back(l.dx);
-    par_chains.dw.push_back(l.dw);
-  }
-  const std::vector<matrix> ws = stack_weights(p);
-  std::vector<const double*> w_ptrs;
-  for (const matrix& w : ws) w_ptrs.push_back(w.data.data());
-  const std::int64_t samples = std::min<std::int64_t>(b.rows, 8);
-  std::vector<std::int64_t> picked;
-  const auto k = static_cast<std::size_t>(p.K), n = static_cast<std::size_t>(p.N);
-  std::vector<double> x(static_cast<std::size_t>(samples) * k);
-  for (std::int64_t s = 0; s < samples; ++s) {
-    const std::int64_t li = samples == 1 ? 0 : s * (b.rows - 1) / (samples - 1);
-    picked.push_back(li);
-    const matrix row = generate(ref::tensor_id::x, {b.row0 + li, 1, 0, p.K});
-    std::copy(row.data.begin(), row.data.end(),
-              x.begin() + static_cast<std::ptrdiff_t>(s) * static_cast<std::ptrdiff_t>(k));
-  }
-  const auto want = ref::stack_expect<double>(shape, static_cast<std::size_t>(samples), x.data(),
-                                              w_ptrs, nullptr, par_chains, p.type);
-  ref::compare_options opt;
-  opt.mag_is_bound = true;
-  const auto cols = static_cast<std::size_t>(b.cols), col0 = static_cast<std::size_t>(b.col0);
-  for (std::size_t s = 0; s < picked.size(); ++s) {
-    const std::int64_t li = picked[s];
-    const auto bad = ref::compare_block<double>(1, cols, y.row(static_cast<std::size_t>(li)), cols,
-                                                want.y.data() + s * n + col0, n,
-                                                want.y_bound.data() + s * n + col0, n, opt);
-    if (!bad) continue;
-    os << "Y[i=" << b.row0 + li << ", j=" << b.col0 + static_cast<std::int64_t>(bad->col)
-       << "]: got " << bad->got << ", expected " << bad->expected << ", stack bound " << bad->bound
-       << " (error = " << bad->ratio << "·bound)";
-    if (!bad->reason.empty()) os << " [" << bad->reason << "]";
-    return os.str();
-  }
-  return {};
+// The single-device reference's case for sh: what check_y judges reference/<shape> by.
+[[nodiscard]] par::run_case reference_case(const shape& sh) {
+  par::run_case c;
+  c.strategy = "reference";
+  c.p = 1;
+  c.prob = problem_of(sh);
+  c.mode = mode;
+  c.seed = seed;
+  return c;
 }
 
 void all_reduce_max(double* values, int count) {
@@ -352,19 +294,17 @@ struct strategy_setup {
   r.ws = stack_weights(p);
   for (const matrix& w : r.ws) r.w_ptrs.push_back(w.data.data());
   r.y = matrix(m, n);
-  std::string bad;
-  if (p.layers() > 1) {
+  // The reference's own chains: the contraction lengths of every layer.
+  const ref::stack_chains rc = ref::reference_chains(stack_shape, p.M);
+  std::vector<par::chain_lengths> chains;
+  for (std::size_t l = 0; l < stack_shape.layers(); ++l)
+    chains.push_back({rc.h[l], rc.da[l], rc.dw[l]});
+  if (p.layers() > 1)
     ref::stack_forward<double>(stack_shape, m, r.x.data.data(), r.w_ptrs, r.y.data.data(), nullptr);
-    const ref::stack_chains rc = ref::reference_chains(stack_shape, p.M);
-    std::vector<par::chain_lengths> chains;
-    for (std::size_t l = 0; l < stack_shape.layers(); ++l)
-      chains.push_back({rc.h[l], rc.da[l], rc.dw[l]});
-    bad = check_stack_y(p, {0, p.M, 0, p.N}, r.y, chains);
-  } else {
+  else
     ref::linear_forward<double>(p.layout, m, n, k, r.x.data.data(), r.w_ptrs.front(),
                                 r.y.data.data());
-    bad = check_y(p, {0, p.M, 0, p.N}, r.y, p.K);
-  }
+  const std::string bad = check_y(reference_case(sh), {0, p.M, 0, p.N}, r.y, chains);
   if (!bad.empty()) abort_job("reference/" + sh.name + ": the reference is wrong: " + bad);
   return out;
 }
@@ -495,9 +435,7 @@ class bench_state {
       const par::block yb = plan[par::tensor::y].region;
       const par::claims cost = s.cost(c, plan.coords);
       if (!cost.chains) throw sc::invalid_problem("no chains of additions claimed on this rank");
-      const std::string bad =
-          c.prob.layers() > 1 ? check_stack_y(c.prob, yb, std::get<matrix>(st.y), *cost.chains)
-                              : check_y(c.prob, yb, std::get<matrix>(st.y), cost.chains->at(0).y);
+      const std::string bad = check_y(c, yb, std::get<matrix>(st.y), *cost.chains);
       if (!bad.empty()) abort_job(key + ": wrong result: " + bad + "\n  replay: " + c.to_string());
     } catch (const std::exception& e) {
       abort_job(key + ": " + e.what() + "\n  replay: " + c.to_string());

@@ -38,8 +38,7 @@
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/parallel/pmpi.hpp"
 #include "shardcheck/properties/harness.hpp"
-#include "shardcheck/reference/bound.hpp"
-#include "shardcheck/reference/check.hpp"
+#include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
 #include "strategies/summa.hpp"
@@ -151,41 +150,40 @@ class pdgemm_run {
             b_.data.data(), &one, &one, b_.desc, &beta, c_.data.data(), &one, &one, c_.desc);
   }
 
-  // This rank's blocks of Y against the reference within the derived bound; the first failure.
+  // This rank's blocks of Y against the verdict's reference (properties/verdict.hpp), each
+  // element within its rigorous bound for the chain PDGEMM's sums may take (K: the whole
+  // contraction, in any order); the first failure.
   [[nodiscard]] std::string check(double& worst) const {
-    ref::compare_options opt;
-    opt.k_par = opt.k_ref = opt.k_mag = sh_.k;
-    const auto k = static_cast<std::size_t>(sh_.k);
-    const double u = ref::unit_roundoff(dtype::f64);
+    par::run_case c;  // the inputs make() deals out: the case's values of X and W
+    c.strategy = "pdgemm";
+    c.p = world->size();
+    c.prob.M = sh_.m;
+    c.prob.N = sh_.n;
+    c.prob.K = sh_.k;
+    c.prob.type = dtype::f64;
+    c.prob.layout = weight_layout::out_in;
+    c.mode = value_mode::uniform;
+    c.seed = seed;
+    const std::vector<par::chain_lengths> chains{{sh_.k, sh_.n, sh_.m}};
+    const prop::tolerance tol = prop::tolerance_of(c, chains, par::tensor::y, {});
     std::string bad;
     for_each_block(c_, [&](int r0, int mr, int c0, int nc, int li, int lj) {
       if (!bad.empty()) return;
       const auto rows = static_cast<std::size_t>(mr), cols = static_cast<std::size_t>(nc);
-      std::vector<double> x(rows * k), w(cols * k), want(rows * cols), mag(rows * cols),
-          got(rows * cols);
-      ref::fill_block<double>(value_mode::uniform, seed,
-                              static_cast<std::uint32_t>(ref::tensor_id::x),
-                              static_cast<std::uint64_t>(r0), rows, 0, k, x.data());
-      ref::fill_block<double>(value_mode::uniform, seed,
-                              static_cast<std::uint32_t>(ref::tensor_id::w),
-                              static_cast<std::uint64_t>(c0), cols, 0, k, w.data());
-      ref::linear_forward<double>(weight_layout::out_in, rows, cols, k, x.data(), w.data(),
-                                  want.data());
-      ref::magnitude_forward<double>(weight_layout::out_in, rows, cols, k, x.data(), w.data(),
-                                     mag.data());
+      par::matrix<double> got(rows, cols);
       for (std::size_t i = 0; i < rows; ++i)
         for (std::size_t j = 0; j < cols; ++j)
-          got[i * cols + j] =
+          got.data[i * cols + j] =
               c_.data[static_cast<std::size_t>(lj) * static_cast<std::size_t>(c_.desc[8]) +
                       static_cast<std::size_t>(li) + j * static_cast<std::size_t>(c_.desc[8]) + i];
-      for (std::size_t i = 0; i < got.size(); ++i)
-        if (mag[i] > 0) worst = std::max(worst, std::abs(got[i] - want[i]) / (u * mag[i]));
-      const auto m = ref::compare_block<double>(rows, cols, got.data(), cols, want.data(), cols,
-                                                mag.data(), cols, opt);
-      if (m)
-        bad = "PDGEMM Y[" + std::to_string(r0 + static_cast<int>(m->row)) + ", " +
-              std::to_string(c0 + static_cast<int>(m->col)) + "]: got " + std::to_string(m->got) +
-              ", expected " + std::to_string(m->expected) + ", bound " + std::to_string(m->bound);
+      const par::block b{r0, mr, c0, nc};
+      const prop::judgement j =
+          prop::judge_block(tol, got, prop::reference_of_block(c, par::tensor::y, b, {0, sh_.k}));
+      worst = std::max(worst, j.worst.err_u_mag);
+      if (j.first)
+        bad = prop::describe(j, tol,
+                             "PDGEMM Y[" + std::to_string(r0 + static_cast<int>(j.first->row)) +
+                                 ", " + std::to_string(c0 + static_cast<int>(j.first->col)) + "]");
     });
     return bad;
   }

@@ -21,6 +21,7 @@
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/properties/driver.hpp"
 #include "shardcheck/properties/footprint.hpp"
+#include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/mixed.hpp"
 #include "values.hpp"
@@ -140,68 +141,8 @@ error_stats measure(const V& got, const std::vector<double>& oracle, const std::
   return s;
 }
 
-// The share of a tier's bound one computation with chain k used: against the oracle (itself one
-// rounding to double from exact, ≤ u_f64·mag), the rigorous tier allows (γ_k + u_f64)·mag, the
-// statistical (γ̃_k(λ) + u_f64)·mag with λ for `events` = elements × k roundings at 1e-9.
-struct shares {
-  double rigorous = 0, statistical = 0, lambda = 0;
-};
-
-shares shares_of(double max_u_mag, std::int64_t k, std::int64_t elements, dtype t) {
-  const double u = ref::unit_roundoff(t), ud = ref::unit_roundoff(dtype::f64);
-  shares s;
-  const double events = std::max(1.0, static_cast<double>(elements) * static_cast<double>(k));
-  s.lambda = ref::lambda_for(events, false_alarm_target, u);
-  const double allowed_rig = ref::gamma(k, t) + ud,
-               allowed_stat = ref::gamma_tilde(k, u, s.lambda) + ud;
-  s.rigorous = max_u_mag * u / allowed_rig;
-  s.statistical = max_u_mag * u / allowed_stat;
-  return s;
-}
-
-// bf16 and f16 (mixed.hpp): the share of the window of one computation used, over the elements
-// (ref::window_share; > 1 is outside it). The window is around the oracle s (one rounding from
-// exact, ≤ u_f64·mag): the stored value must lie in [round_down(s − δ), round_up(s + δ)],
-// δ = (f + u_f64)·mag with f the computation's factor: the parallel result's policy_factor over its
-// chain's local and reduced parts, the reference's γ_K(u_f32) (it sums in f32 and rounds once).
-// The statistical tier's f takes γ̃_k(λ) for each γ_k, λ = lambda_for(elements·k, 1e-9, u) with
-// u the coarsest of the policy's acc and reduce dtypes.
-template <class T>
-shares window_shares(const std::vector<double>& got, const std::vector<double>& oracle,
-                     const std::vector<double>& mag, std::int64_t k_loc, std::int64_t k_red,
-                     std::int64_t k_mag, dtype storage, const std::optional<precision>& policy) {
-  const double ud = ref::unit_roundoff(dtype::f64);
-  const std::int64_t k = std::max<std::int64_t>(k_loc + k_red, 1);
-  const double u =
-      policy ? std::max(ref::unit_roundoff(policy->acc), ref::unit_roundoff(policy->reduce))
-             : ref::unit_roundoff(dtype::f32);
-  shares s;
-  const double events = std::max(1.0, static_cast<double>(oracle.size()) * static_cast<double>(k));
-  s.lambda = ref::lambda_for(events, false_alarm_target, u);
-  const double f_rig =
-      (policy ? ref::policy_factor(k_loc, k_red, storage, *policy) : ref::gamma(k, dtype::f32)) +
-      ud;
-  const double f_stat =
-      (policy ? ref::policy_factor_statistical(k_loc, k_red, storage, *policy, s.lambda)
-              : ref::gamma_tilde(k, ref::unit_roundoff(dtype::f32), s.lambda)) +
-      ud;
-  for (std::size_t i = 0; i < oracle.size(); ++i) {
-    if (!std::isfinite(got[i]) || !std::isfinite(oracle[i])) continue;
-    const T g = static_cast<T>(static_cast<float>(got[i]));  // a T's value: exact
-    s.rigorous = std::max(s.rigorous, ref::window_share<T>(g, oracle[i], mag[i], f_rig, k_mag));
-    s.statistical =
-        std::max(s.statistical, ref::window_share<T>(g, oracle[i], mag[i], f_stat, k_mag));
-  }
-  return s;
-}
-
-shares window_shares_of(const std::vector<double>& got, const std::vector<double>& oracle,
-                        const std::vector<double>& mag, std::int64_t k_loc, std::int64_t k_red,
-                        std::int64_t k_mag, dtype storage, const std::optional<precision>& policy) {
-  return storage == dtype::bf16
-             ? window_shares<bfloat16_t>(got, oracle, mag, k_loc, k_red, k_mag, storage, policy)
-             : window_shares<half_t>(got, oracle, mag, k_loc, k_red, k_mag, storage, policy);
-}
+// The share of each tier's bound one computation used, against the oracle (verdict.hpp).
+using shares = prop::oracle_shares;
 
 // "f32", or for a 16-bit case its policy: "bf16/f32/bf16" (storage / acc / reduce).
 std::string type_label(dtype t, const precision& p) {
@@ -512,11 +453,10 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
       refs["reference " + dt][c.K] = c.ref.max;
       // The bounds in u·|X||W|ᵀ at the largest p, f32's (f64's differ only at K near 1/u).
       if (c.p == p_top && c.type == dtype::f32 && c.backend == "mpi") {
-        const double u = ref::unit_roundoff(c.type);
         chain["rigorous bound gamma_k/u, p=" + std::to_string(c.p)][c.K] =
-            ref::gamma(c.k_par, c.type) / u;
+            prop::tier_bound_in_u(c.k_par, c.type, 0);
         chain["statistical bound gamma~_k(lambda)/u, p=" + std::to_string(c.p)][c.K] =
-            ref::gamma_tilde(c.k_par, u, c.par_share.lambda) / u;
+            prop::tier_bound_in_u(c.k_par, c.type, c.par_share.lambda);
       }
     }
     if (series.empty()) continue;
@@ -845,10 +785,10 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     const auto [t, K] = sizes[si];
     if (by_size[si].empty()) continue;
     // The leader's truth of this size: the reference's errors once, shared by every strategy.
-    std::optional<values::truth<float>> tf;
-    std::optional<values::truth<double>> td;
-    std::optional<values::truth<bfloat16_t>> tb;
-    std::optional<values::truth<half_t>> th;
+    std::optional<prop::truth<float>> tf;
+    std::optional<prop::truth<double>> td;
+    std::optional<prop::truth<bfloat16_t>> tb;
+    std::optional<prop::truth<half_t>> th;
     error_stats ref_err[3];
     shares ref_window[3];  // bf16 and f16: the reference's share of its window
     const std::vector<double>* oracle_of[3] = {};
@@ -868,16 +808,16 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
             std::vector<double> r(o.reference.size());
             for (std::size_t j = 0; j < r.size(); ++j)
               r[j] = static_cast<double>(static_cast<float>(o.reference[j]));
-            ref_window[i] =
-                window_shares_of(r, o.oracle, o.magnitude, o.k_ref, 0, o.k_ref, t, std::nullopt);
+            ref_window[i] = prop::oracle_window_shares(r, o.oracle, o.magnitude, o.k_ref, 0,
+                                                       o.k_ref, t, std::nullopt);
           }
         }
       };
       switch (t) {
-        case dtype::f32: take(tf.emplace(values::whole_truth<float>(c0))); break;
-        case dtype::f64: take(td.emplace(values::whole_truth<double>(c0))); break;
-        case dtype::bf16: take(tb.emplace(values::whole_truth<bfloat16_t>(c0))); break;
-        case dtype::f16: take(th.emplace(values::whole_truth<half_t>(c0))); break;
+        case dtype::f32: take(tf.emplace(prop::whole_truth<float>(c0))); break;
+        case dtype::f64: take(td.emplace(prop::whole_truth<double>(c0))); break;
+        case dtype::bf16: take(tb.emplace(prop::whole_truth<bfloat16_t>(c0))); break;
+        case dtype::f16: take(th.emplace(prop::whole_truth<half_t>(c0))); break;
       }
     }
     for (const planned& pl : by_size[si]) {
@@ -922,13 +862,14 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
             ce.par = measure(gt.value, oracle, mag, u);
             ce.ref = ref_err[i];
             if (is_storage16(t)) {
-              ce.par_share = window_shares_of(gt.value, oracle, mag, ce.k_par - ce.k_reduced,
-                                              ce.k_reduced, ce.k_ref, t, c.policy);
+              ce.par_share =
+                  prop::oracle_window_shares(gt.value, oracle, mag, ce.k_par - ce.k_reduced,
+                                             ce.k_reduced, ce.k_ref, t, c.policy);
               ce.ref_share = ref_window[i];
             } else {
-              ce.par_share =
-                  shares_of(ce.par.max, std::max<std::int64_t>(ce.k_par, 1), ce.elements, t);
-              ce.ref_share = shares_of(ce.ref.max, ce.k_ref, ce.elements, t);
+              ce.par_share = prop::oracle_shares_of(ce.par.max, std::max<std::int64_t>(ce.k_par, 1),
+                                                    ce.elements, t);
+              ce.ref_share = prop::oracle_shares_of(ce.ref.max, ce.k_ref, ce.elements, t);
             }
             cells.push_back(std::move(ce));
           }

@@ -26,6 +26,7 @@
 #include "shardcheck/properties/driver.hpp"
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/harness.hpp"
+#include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/data.hpp"
 #include "shardcheck/reference/gemm.hpp"
@@ -149,16 +150,6 @@ void barrier() { par::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "compare: barrier")
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f ms", seconds * 1e3);
   return buf;
-}
-
-template <class T>
-[[nodiscard]] par::matrix<T> generate(const par::run_case& c, tensor_slot t, std::int64_t rows,
-                                      std::int64_t cols) {
-  par::matrix<T> m(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
-  const int grid = c.mode == value_mode::exact ? std::max(ref::exact_grid_of(c.prob), 0) : 3;
-  ref::fill_block<T>(c.mode, c.seed, par::data_id_of(t), 0, static_cast<std::uint64_t>(rows), 0,
-                     static_cast<std::uint64_t>(cols), m.data.data(), 0, grid);
-  return m;
 }
 
 using cli_tools::progress;
@@ -418,11 +409,11 @@ whole<T> whole_inputs(const par::run_case& c) {
   const std::vector<std::int64_t> d = p.widths();
   const bool out_in = p.layout == weight_layout::out_in;
   whole<T> w;
-  w.x = generate<T>(c, {tensor::x, 0}, p.M, p.K);
-  w.dy = generate<T>(c, {tensor::dy, 0}, p.M, p.N);
+  w.x = prop::case_values<T>(c, {tensor::x, 0}, 0, p.M, 0, p.K);
+  w.dy = prop::case_values<T>(c, {tensor::dy, 0}, 0, p.M, 0, p.N);
   for (std::size_t l = 0; l + 1 < d.size(); ++l)
-    w.ws.push_back(
-        generate<T>(c, {tensor::w, l}, out_in ? d[l + 1] : d[l], out_in ? d[l] : d[l + 1]));
+    w.ws.push_back(prop::case_values<T>(c, {tensor::w, l}, 0, out_in ? d[l + 1] : d[l], 0,
+                                        out_in ? d[l] : d[l + 1]));
   return w;
 }
 
@@ -508,121 +499,37 @@ void reference_step_typed(const par::run_case& c, whole<T>& w) {
   }
 }
 
-// Expected outputs and, per element, the magnitude product (a single layer) or the bound itself
-// (a stack): what a strategy's blocks are judged against.
+// Expected outputs (prop::verdict.hpp): a single layer's whole references, shared by every
+// strategy, or a stack's whole reference with each element's bounds for one strategy's chains.
 struct expected_outputs {
-  any_matrix y, dx;
-  std::vector<any_matrix> dws;
-  std::vector<double> y_mag, dx_mag;
-  std::vector<std::vector<double>> dw_mag;
-  bool mag_is_bound = false;
-  // A stack's statistical bounds (empty: the tier is off).
-  std::vector<double> y_stat, dx_stat;
-  std::vector<std::vector<double>> dw_stat;
+  std::vector<prop::block_reference> single;             // Y, dX, dW
+  std::optional<ref::stack_expectation<float>> stack32;  // f32, and bf16 / f16 in f32
+  std::optional<ref::stack_expectation<double>> stack64;
+  // Block b of output t (plan order: Y, dX, dW_1 …).
+  [[nodiscard]] prop::block_reference block(const par::run_case& c, std::size_t i, tensor_slot t,
+                                            const par::block& b) const {
+    if (!single.empty()) return prop::slice_of(c, t, b, single.at(i));
+    return stack32 ? prop::slice_stack(c, t, b, *stack32) : prop::slice_stack(c, t, b, *stack64);
+  }
 };
 
-// bf16 / f16: the reference's f32 values b before their rounding (what the window is centred on),
-// from the widened inputs.
-template <class T>
-expected_outputs expect_single(const par::run_case& c, whole<T>& w) {
-  if constexpr (is_16bit_v<T>) {
-    whole<float> f = widened(w);
-    return expect_single<float>(c, f);
+// A stack's expectation for one strategy's chains: the values and per-element bounds of both
+// tiers (what verify judges the same stack by). `claimed`: the strategy claims its chains.
+expected_outputs expect_stack(const par::run_case& c, const std::vector<par::chain_lengths>& chains,
+                              bool claimed) {
+  const double lambda = prop::tier_of(c, chains, true, true, claimed).lambda;
+  expected_outputs e;
+  if (is_storage16(c.prob.type)) {
+    e.stack32 = prop::mixed_stack_reference(c, chains, lambda);
+    // The magnitudes are not read: the bounds are what compare judges by.
+    std::vector<double>().swap(e.stack32->y_mag);
+    std::vector<double>().swap(e.stack32->dx_mag);
+    e.stack32->dw_mag.clear();
+  } else if (c.prob.type == dtype::f32) {
+    e.stack32 = prop::whole_stack_reference<float>(c, chains, lambda);
   } else {
-    const problem& p = c.prob;
-    const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
-               K = static_cast<std::size_t>(p.K);
-    reference_step<T>(c, w);
-    expected_outputs e;
-    e.y_mag.assign(M * N, 0);
-    e.dx_mag.assign(M * K, 0);
-    e.dw_mag.assign(1, std::vector<double>(N * K, 0));
-    ref::magnitude_forward<T>(p.layout, M, N, K, w.x.data.data(), w.ws[0].data.data(),
-                              e.y_mag.data());
-    ref::magnitude_backward_dx<T>(p.layout, M, N, K, w.dy.data.data(), w.ws[0].data.data(),
-                                  e.dx_mag.data());
-    ref::magnitude_backward_dw<T>(p.layout, M, N, K, w.dy.data.data(), w.x.data.data(),
-                                  e.dw_mag[0].data());
-    e.y = std::move(w.y);
-    e.dx = std::move(w.dx);
-    for (auto& dw : w.dws) e.dws.emplace_back(std::move(dw));
-    return e;
+    e.stack64 = prop::whole_stack_reference<double>(c, chains, lambda);
   }
-}
-
-// A stack's expectation for one strategy's chains: values and per-element bounds.
-template <class T>
-expected_outputs expect_stack(const par::run_case& c, const whole<T>& w,
-                              const std::vector<par::chain_lengths>& chains, double lambda) {
-  const problem& p = c.prob;
-  const ref::stack_shape shape{p.layout, p.widths(), p.act};
-  ref::stack_chains ch;
-  for (const auto& l : chains) {
-    ch.h.push_back(l.y);
-    ch.da.push_back(l.dx);
-    ch.dw.push_back(l.dw);
-  }
-  std::vector<const T*> ptrs;
-  for (const auto& wl : w.ws) ptrs.push_back(wl.data.data());
-  auto all = ref::stack_expect<T>(shape, static_cast<std::size_t>(p.M), w.x.data.data(), ptrs,
-                                  w.dy.data.data(), ch, p.type);
-  expected_outputs e;
-  e.mag_is_bound = true;
-  const auto to_matrix = [](std::vector<T>& v, std::int64_t rows, std::int64_t cols) {
-    par::matrix<T> m(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
-    std::copy(v.begin(), v.end(), m.data.begin());
-    return any_matrix(std::move(m));
-  };
-  e.y = to_matrix(all.y, p.M, p.N);
-  e.dx = to_matrix(all.dx, p.M, p.K);
-  for (std::size_t l = 0; l < w.ws.size(); ++l)
-    e.dws.push_back(to_matrix(all.dw[l], w.ws[l].rows, w.ws[l].cols));
-  e.y_mag = std::move(all.y_bound);
-  e.dx_mag = std::move(all.dx_bound);
-  e.dw_mag = std::move(all.dw_bound);
-  if (lambda > 0) {
-    auto st = ref::stack_expect<T>(shape, static_cast<std::size_t>(p.M), w.x.data.data(), ptrs,
-                                   w.dy.data.data(), ch, p.type, lambda);
-    e.y_stat = std::move(st.y_bound);
-    e.dx_stat = std::move(st.dx_bound);
-    e.dw_stat = std::move(st.dw_bound);
-  }
-  return e;
-}
-
-// A bf16 / f16 stack's expectation for one strategy's chains: the f32 values and, per element, the
-// half-width of the window around them and the statistical tier's (prop::mixed_stack_reference,
-// what verify judges the same stack by). `claimed`: the strategy claims its chains.
-expected_outputs expect_stack16(const par::run_case& c,
-                                const std::vector<par::chain_lengths>& chains, bool claimed) {
-  const double lambda = claimed ? prop::mixed_stack_tier(c, chains, true, true).lambda : 0;
-  ref::stack_expectation<float> all = prop::mixed_stack_reference(c, chains, lambda);
-  const problem& p = c.prob;
-  const std::vector<std::int64_t> d = p.widths();
-  // The values copied into tracked matrices, each source freed as it goes (as the magnitudes,
-  // which compare does not read: the bounds are what it judges by).
-  const auto to_matrix = [](std::vector<float>& v, std::int64_t rows, std::int64_t cols) {
-    par::matrix<float> m(static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
-    std::copy(v.begin(), v.end(), m.data.begin());
-    std::vector<float>().swap(v);
-    return any_matrix(std::move(m));
-  };
-  std::vector<double>().swap(all.y_mag);
-  std::vector<double>().swap(all.dx_mag);
-  all.dw_mag.clear();
-  expected_outputs e;
-  e.mag_is_bound = true;
-  e.y = to_matrix(all.y, p.M, p.N);
-  e.dx = to_matrix(all.dx, p.M, p.K);
-  const bool out_in = p.layout == weight_layout::out_in;
-  for (std::size_t l = 0; l + 1 < d.size(); ++l)
-    e.dws.push_back(to_matrix(all.dw[l], out_in ? d[l + 1] : d[l], out_in ? d[l] : d[l + 1]));
-  e.y_mag = std::move(all.y_bound);
-  e.dx_mag = std::move(all.dx_bound);
-  e.dw_mag = std::move(all.dw_bound);
-  e.y_stat = std::move(all.y_stat_bound);
-  e.dx_stat = std::move(all.dx_stat_bound);
-  e.dw_stat = std::move(all.dw_stat_bound);
   return e;
 }
 
@@ -635,117 +542,27 @@ struct error_audit {
   bool finite = true;      // every output finite where expected is
 };
 
-// The statistical tier's λ for case c with the strategy's chains (0: exact mode, no chains).
-double lambda_of(const par::run_case& c, const par::claims& cl) {
-  if (c.mode == value_mode::exact || !cl.chains) return 0;
-  return ref::lambda_for(prop::statistical_events(c, *cl.chains, true, true),
-                         ref::statistical_p_fail, ref::unit_roundoff(c.prob.type));
-}
-
-// This rank's output blocks against the expected whole outputs.
-template <class T>
+// This rank's output blocks judged against the expected whole outputs (prop::judge_block).
 void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par::claims& cl,
                   const std::vector<any_matrix>& got, const expected_outputs& e, error_audit& a) {
-  const problem& p = c.prob;
-  const double u = ref::unit_roundoff(p.type);
-  const double lambda = lambda_of(c, cl);
+  const std::vector<par::chain_lengths> chains =
+      cl.chains ? *cl.chains : std::vector<par::chain_lengths>(c.prob.layers());
+  const prop::statistical_tier tier = prop::tier_of(c, chains, true, true, cl.chains.has_value());
   for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
     const tensor_slot t = plan.outputs[i];
     const par::block& b = plan[t].region;
     if (b.rows == 0 || b.cols == 0) continue;
-    const auto& g = std::get<par::matrix<T>>(got[i]);
-    const any_matrix& want_any = t.t == tensor::y ? e.y : t.t == tensor::dx ? e.dx : e.dws[t.layer];
-    // bf16 / f16: the f32 values b, judged by the window around them (a single layer's from
-    // prop::mixed_windows_of, a stack's from its own per-element bounds).
-    const auto& want = std::get<par::matrix<wide_t<T>>>(want_any);
-    const std::vector<double>& mag = t.t == tensor::y    ? e.y_mag
-                                     : t.t == tensor::dx ? e.dx_mag
-                                                         : e.dw_mag[t.layer];
-    double gam = 0, gam_stat = 0;
-    const std::vector<double>* stat = t.t == tensor::y             ? &e.y_stat
-                                      : t.t == tensor::dx          ? &e.dx_stat
-                                      : t.layer < e.dw_stat.size() ? &e.dw_stat[t.layer]
-                                                                   : nullptr;
-    if (stat != nullptr && stat->empty()) stat = nullptr;
-    const std::int64_t k_ref = t.t == tensor::y ? p.K : t.t == tensor::dx ? p.N : p.M;
-    // bf16 / f16: each tier's window is [round(b − δ), round(b + δ)], δ = factor·mag inflated
-    // for k_win (ref::compare_window): a single layer's factors are its policy's, a stack's mag
-    // is each element's bound itself (factor 1, k 0; the statistical one in *stat).
-    [[maybe_unused]] double f_rig = 1, f_stat = 1;
-    [[maybe_unused]] std::int64_t k_win = 0;
-    if constexpr (is_16bit_v<T>) {
-      if (!e.mag_is_bound) {
-        const prop::mixed_windows windows = prop::mixed_windows_of(c, *cl.chains, t.t);
-        f_rig = windows.rigorous;
-        f_stat = windows.statistical;
-        k_win = k_ref;
-      }
-    } else if (!e.mag_is_bound) {
-      const par::chain_lengths ch = cl.chains ? cl.chains->front() : par::chain_lengths{};
-      const std::int64_t k_par = t.t == tensor::y ? ch.y : t.t == tensor::dx ? ch.dx : ch.dw;
-      gam = ref::gamma(k_par, p.type) + ref::gamma(k_ref, p.type);
-      if (lambda > 0)
-        gam_stat = ref::tier_gamma(k_par, p.type, lambda) + ref::tier_gamma(k_ref, p.type, lambda);
-    }
-    if (g.rows != static_cast<std::size_t>(b.rows) || g.cols != static_cast<std::size_t>(b.cols)) {
+    if (static_cast<std::int64_t>(par::rows_of(got[i])) != b.rows ||
+        static_cast<std::int64_t>(par::cols_of(got[i])) != b.cols) {
       a.finite = false;
       continue;
     }
-    // Local (r, col) is global (rows[r], cols[col]); a block-cyclic block's tiles included.
-    const auto global = [](const std::vector<par::index_run>& runs, std::size_t n) {
-      std::vector<std::size_t> out(n);
-      for (std::size_t i = 0; i < n; ++i)
-        out[i] = static_cast<std::size_t>(par::global_index(runs, static_cast<std::int64_t>(i)));
-      return out;
-    };
-    const std::vector<std::size_t> rows = global(par::runs_of_rows(b), g.rows),
-                                   cols = global(par::runs_of_cols(b), g.cols);
-    for (std::size_t r = 0; r < g.rows; ++r)
-      for (std::size_t col = 0; col < g.cols; ++col) {
-        const std::size_t at = rows[r] * want.cols + cols[col];
-        const double got_v = static_cast<double>(static_cast<wide_t<T>>(g.data[r * g.cols + col])),
-                     want_v = want.data[at], m = mag[at];
-        if constexpr (is_16bit_v<T>) {
-          // As verify judges a 16-bit output (ref::compare_window): NaN where b is NaN, b's own
-          // infinity, or an infinity where the window reaches past the storage range (a deep
-          // f16 stack's) pass; any other non-finite value, or a finite one for a non-finite b,
-          // fails.
-          if (!std::isfinite(got_v) || !std::isfinite(want_v)) {
-            const T got_t = g.data[r * g.cols + col];
-            const float b = want.data[at];
-            if (ref::compare_window<T>(1, 1, &got_t, 1, &b, 1, &m, 1, f_rig, k_win, false))
-              a.finite = false;
-            continue;
-          }
-        }
-        if (!std::isfinite(got_v)) {
-          a.finite = false;
-          continue;
-        }
-        const double err = std::abs(got_v - want_v);
-        if (m > 0 && !e.mag_is_bound) a.err_u_mag = std::max(a.err_u_mag, err / (u * m));
-        if constexpr (is_16bit_v<T>) {
-          // compare's values are `uniform`: the windows of both tiers apply.
-          const T got_t = g.data[r * g.cols + col];
-          a.bound_share =
-              std::max(a.bound_share, ref::window_share<T>(got_t, want_v, m, f_rig, k_win));
-          const double* m_stat = !e.mag_is_bound ? &m : stat != nullptr ? &(*stat)[at] : nullptr;
-          if (m_stat != nullptr)
-            a.stat_share =
-                std::max(a.stat_share, ref::window_share<T>(got_t, want_v, *m_stat, f_stat, k_win));
-          continue;
-        }
-        const double bound = e.mag_is_bound ? m : gam * m;
-        if (bound > 0)
-          a.bound_share = std::max(a.bound_share, err / bound);
-        else if (err > 0)
-          a.bound_share = INFINITY;
-        const double sb = e.mag_is_bound ? (stat != nullptr ? (*stat)[at] : 0.0) : gam_stat * m;
-        if (sb > 0)
-          a.stat_share = std::max(a.stat_share, err / sb);
-        else if (err > 0 && (lambda > 0 && (stat != nullptr || !e.mag_is_bound)))
-          a.stat_share = INFINITY;
-      }
+    const prop::judgement j =
+        prop::judge_block(prop::tolerance_of(c, chains, t.t, tier), got[i], e.block(c, i, t, b));
+    if (c.prob.layers() == 1) a.err_u_mag = std::max(a.err_u_mag, j.worst.err_u_mag);
+    a.bound_share = std::max(a.bound_share, j.worst.rigorous);
+    a.stat_share = std::max(a.stat_share, j.worst.statistical);
+    a.finite = a.finite && j.nonfinite == 0;
   }
 }
 
@@ -822,8 +639,7 @@ step_result run_step(const measured& s, par::ledger* log, bool keep) {
 }
 
 // The untimed first step: ledger, peak, inputs held, claims, the error audit.
-template <class T>
-void first_step(measured& s, const expected_outputs* single, const whole<T>* w) {
+void first_step(measured& s, const expected_outputs* single) {
   par::ledger log;
   const auto coords = par::coords_of(par::comm::world().rank(), s.k->mesh_dims(s.c));
   const par::claims cl = s.k->cost(s.c, coords);
@@ -867,16 +683,11 @@ void first_step(measured& s, const expected_outputs* single, const whole<T>* w) 
   // bound depends on the strategy's chains).
   error_audit a;
   if (single != nullptr) {
-    audit_blocks<T>(plan, s.c, cl, r.outputs, *single, a);
+    audit_blocks(plan, s.c, cl, r.outputs, *single, a);
   } else {
     const std::vector<par::chain_lengths> chains =
         cl.chains ? *cl.chains : std::vector<par::chain_lengths>(s.c.prob.layers());
-    expected_outputs e;
-    if constexpr (is_16bit_v<T>)
-      e = expect_stack16(s.c, chains, cl.chains.has_value());
-    else
-      e = expect_stack<T>(s.c, *w, chains, lambda_of(s.c, cl));
-    audit_blocks<T>(plan, s.c, cl, r.outputs, e, a);
+    audit_blocks(plan, s.c, cl, r.outputs, expect_stack(s.c, chains, cl.chains.has_value()), a);
   }
   double v[4] = {a.err_u_mag, a.bound_share, a.stat_share, a.finite ? 0.0 : 1.0};
   max_all(v, 4);
@@ -1206,11 +1017,11 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
   // The expected outputs: the whole problem on every rank (a stack's per strategy, later).
   whole<T> w = whole_inputs<T>(ref_case);
   std::optional<expected_outputs> single;
-  if (prob.layers() == 1) single = expect_single<T>(ref_case, w);
+  if (prob.layers() == 1) single = expected_outputs{prop::whole_references(ref_case), {}, {}};
   bar.step("reference computed");
   for (measured& s : chosen) {
     s.pred = predict(*s.k, s.c, cal);
-    first_step<T>(s, single ? &*single : nullptr, &w);
+    first_step(s, single ? &*single : nullptr);
     bar.step(s.name + " checked");
   }
   single.reset();

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "npy.hpp"
+#include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "values.hpp"
 
@@ -51,7 +52,7 @@ const char* readme_text =
 template <class T>
 json write_typed(const par::run_case& c, const values::gathered& g,
                  const std::filesystem::path& dir) {
-  const values::truth<T> t = values::whole_truth<T>(c);
+  const prop::truth<T> t = prop::whole_truth<T>(c);
   const problem& p = c.prob;
   const bool out_in = p.layout == weight_layout::out_in;
   npy::write(dir / "x.npy", t.x.data(), p.M, p.K);
@@ -70,24 +71,22 @@ json write_typed(const par::run_case& c, const values::gathered& g,
     npy::write(dir / (stem + "_reference.npy"), o.reference.data(), o.rows, o.cols);
     npy::write(dir / (stem + "_oracle.npy"), o.oracle.data(), o.rows, o.cols);
     npy::write(dir / (stem + "_magnitude.npy"), o.magnitude.data(), o.rows, o.cols);
-    const par::chain_lengths& ch = g.chains.front();
-    const std::int64_t k_par = i == 0 ? ch.y : i == 1 ? ch.dx : ch.dw;
-    double worst = 0, worst_oracle = 0;
+    // Judged as verify judges it (prop::judge_block), the rigorous tier: exact mode is bitwise.
+    const prop::tolerance tol = prop::tolerance_of(c, g.chains, gt.slot.t, {});
+    const std::int64_t k_par = tol.k_par;
+    const prop::judgement j = prop::judge_block<T>(
+        tol, static_cast<std::size_t>(o.rows), static_cast<std::size_t>(o.cols), par_values.data(),
+        o.reference.data(), o.magnitude.data(), nullptr, o.magnitude.data());
+    const double worst =
+        tol.bitwise ? (j.max_err > 0 ? INFINITY : 0.0) : std::max(0.0, j.worst.rigorous);
+    double worst_oracle = 0;
     std::int64_t nonfinite = 0;
     for (std::size_t e = 0; e < par_values.size(); ++e) {
-      const double got = par_values[e], want = o.reference[e], m = o.magnitude[e];
+      const double got = par_values[e], m = o.magnitude[e];
       if (!std::isfinite(got)) {
         ++nonfinite;
         continue;
       }
-      const double err = std::abs(got - want);
-      // Exact mode is bitwise (bound 0), as verify judges it.
-      const double bound =
-          c.mode == value_mode::exact ? 0 : ref::element_bound(m, k_par, o.k_ref, p.type, o.k_ref);
-      if (bound > 0)
-        worst = std::max(worst, err / bound);
-      else if (err > 0)
-        worst = INFINITY;
       if (m > 0) worst_oracle = std::max(worst_oracle, std::abs(got - o.oracle[e]) / (u * m));
     }
     tensors.push_back(
@@ -98,8 +97,8 @@ json write_typed(const par::run_case& c, const values::gathered& g,
          {"k_par", g.chains_claimed ? json(k_par) : json(nullptr)},
          {"k_ref", o.k_ref},
          {"worst_error_over_bound", std::isfinite(worst) ? json(worst) : json(nullptr)},
-         {"within_bound",
-          (g.chains_claimed || c.mode == value_mode::exact) && worst <= 1 && nonfinite == 0},
+         {"within_bound", (g.chains_claimed || c.mode == value_mode::exact) && worst <= 1 &&
+                              nonfinite == 0 && j.nonfinite == 0},
          {"worst_error_vs_oracle_u_mag", worst_oracle},
          {"nonfinite", nonfinite},
          {"missing", gt.missing},

@@ -8,10 +8,6 @@
 #include <variant>
 
 #include "shardcheck/parallel/plan.hpp"
-#include "shardcheck/reference/data.hpp"
-#include "shardcheck/reference/gemm.hpp"
-#include "shardcheck/reference/mixed.hpp"
-#include "shardcheck/reference/oracle.hpp"
 
 namespace shardcheck::values {
 
@@ -166,118 +162,5 @@ gathered run_and_gather(const prop::subject& s, const par::run_case& c, par::com
     for (const char h : held[i]) g.outputs[i].missing += h == 0 ? 1 : 0;
   return g;
 }
-
-namespace {
-
-// The case's whole inputs in T, from its seed.
-template <class T>
-void fill_inputs(const par::run_case& c, truth<T>& t) {
-  const problem& p = c.prob;
-  const bool out_in = p.layout == weight_layout::out_in;
-  const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
-             K = static_cast<std::size_t>(p.K);
-  (void)checked_mul(checked_mul(p.M + p.N, p.K, "inputs"), 8, "inputs bytes");
-  (void)checked_mul(checked_mul(p.M, p.N, "Y"), 8, "Y bytes");
-  const auto fill = [&](std::vector<T>& v, tensor_slot s, std::size_t rows, std::size_t cols) {
-    v.assign(rows * cols, T(0));
-    ref::fill_block<T>(c.mode, c.seed, par::data_id_of(s), 0, rows, 0, cols, v.data());
-  };
-  fill(t.x, {tensor::x, 0}, M, K);
-  fill(t.w, {tensor::w, 0}, out_in ? N : K, out_in ? K : N);
-  fill(t.dy, {tensor::dy, 0}, M, N);
-}
-
-// The outputs of t's inputs (filled): reference, oracle and magnitude, all in T.
-template <class T>
-void compute_outputs(const par::run_case& c, truth<T>& t) {
-  const problem& p = c.prob;
-  const bool out_in = p.layout == weight_layout::out_in;
-  const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
-             K = static_cast<std::size_t>(p.K);
-  const std::size_t rows[3] = {M, M, out_in ? N : K}, cols[3] = {N, K, out_in ? K : N};
-  const char* names[3] = {"Y", "dX", "dW"};
-  const std::int64_t k_ref[3] = {p.K, p.N, p.M};
-  for (int i = 0; i < 3; ++i) {
-    auto& o = t.out[i];
-    o.name = names[i];
-    o.rows = static_cast<std::int64_t>(rows[i]);
-    o.cols = static_cast<std::int64_t>(cols[i]);
-    o.k_ref = k_ref[i];
-    o.reference.assign(rows[i] * cols[i], T(0));
-    o.oracle.assign(rows[i] * cols[i], 0.0);
-    o.magnitude.assign(rows[i] * cols[i], 0.0);
-  }
-  const weight_layout flipped = out_in ? weight_layout::in_out : weight_layout::out_in;
-  // Y = X·Wᵀ (out_in) or X·W (in_out).
-  ref::linear_forward<T>(p.layout, M, N, K, t.x.data(), t.w.data(), t.out[0].reference.data());
-  ref::magnitude_forward<T>(p.layout, M, N, K, t.x.data(), t.w.data(), t.out[0].magnitude.data());
-  ref::oracle_forward<T>(p.layout, M, N, K, t.x.data(), t.w.data(), t.out[0].oracle.data());
-  // dX = dY·W (out_in, W as K-in × N-out of the flipped layout) or dY·Wᵀ (in_out).
-  ref::linear_backward_dx<T>(p.layout, M, N, K, t.dy.data(), t.w.data(), t.out[1].reference.data());
-  ref::magnitude_backward_dx<T>(p.layout, M, N, K, t.dy.data(), t.w.data(),
-                                t.out[1].magnitude.data());
-  ref::oracle_forward<T>(flipped, M, K, N, t.dy.data(), t.w.data(), t.out[1].oracle.data());
-  // dW = dYᵀ·X (out_in: dYᵀ (N×M) times X as M-in × K-out) or Xᵀ·dY (in_out).
-  ref::linear_backward_dw<T>(p.layout, M, N, K, t.dy.data(), t.x.data(), t.out[2].reference.data());
-  ref::magnitude_backward_dw<T>(p.layout, M, N, K, t.dy.data(), t.x.data(),
-                                t.out[2].magnitude.data());
-  const auto transpose = [](const std::vector<T>& a, std::size_t r, std::size_t q) {
-    std::vector<T> b(a.size());
-    for (std::size_t i = 0; i < r; ++i)
-      for (std::size_t j = 0; j < q; ++j) b[j * r + i] = a[i * q + j];
-    return b;
-  };
-  if (out_in)
-    ref::oracle_forward<T>(weight_layout::in_out, N, K, M, transpose(t.dy, M, N).data(), t.x.data(),
-                           t.out[2].oracle.data());
-  else
-    ref::oracle_forward<T>(weight_layout::in_out, K, N, M, transpose(t.x, M, K).data(), t.dy.data(),
-                           t.out[2].oracle.data());
-}
-
-}  // namespace
-
-template <class T>
-truth<T> whole_truth(const par::run_case& c) {
-  if (c.prob.layers() != 1)
-    throw invalid_problem("the oracle is a single layer's; " + c.strategy + " runs a stack (H=)");
-  truth<T> t;
-  fill_inputs(c, t);
-  if constexpr (is_16bit_v<T>) {
-    // Widened to f32 (exact), the reference summed there (sgemm) and rounded to T once; the
-    // oracle and the magnitudes of the same (exact) products.
-    truth<float> w;
-    const auto widen = [](const std::vector<T>& v) {
-      std::vector<float> out(v.size());
-      ref::widen<T>(v.data(), v.size(), out.data());
-      return out;
-    };
-    w.x = widen(t.x);
-    w.w = widen(t.w);
-    w.dy = widen(t.dy);
-    compute_outputs(c, w);
-    for (int i = 0; i < 3; ++i) {
-      auto& o = t.out[i];
-      auto& wo = w.out[i];
-      o.name = wo.name;
-      o.rows = wo.rows;
-      o.cols = wo.cols;
-      o.k_ref = wo.k_ref;
-      o.reference.resize(wo.reference.size());
-      ref::narrow<T>(wo.reference.data(), wo.reference.size(), o.reference.data());
-      o.unrounded = std::move(wo.reference);
-      o.oracle = std::move(wo.oracle);
-      o.magnitude = std::move(wo.magnitude);
-    }
-  } else {
-    compute_outputs(c, t);
-  }
-  return t;
-}
-
-template truth<float> whole_truth<float>(const par::run_case&);
-template truth<double> whole_truth<double>(const par::run_case&);
-template truth<bfloat16_t> whole_truth<bfloat16_t>(const par::run_case&);
-template truth<half_t> whole_truth<half_t>(const par::run_case&);
 
 }  // namespace shardcheck::values

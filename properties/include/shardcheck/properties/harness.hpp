@@ -15,6 +15,7 @@
 #include "shardcheck/parallel/kernel.hpp"
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/parallel/pmpi.hpp"
+#include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/stack.hpp"
 
 namespace shardcheck::prop {
@@ -54,15 +55,7 @@ struct subject {
 enum class outcome { pass, fail, not_claimed };
 
 // The numbers behind the forward and backward verdicts of one dtype × output tensor (Y, dX, and
-// every layer's dW together) × value mode: the worst |got − expected| / (u·mag) over its finite
-// elements (mag = |X||W|ᵀ, a stack's through its layers), and the worst share of each tier's
-// bound used (|got − expected| / bound; 1 is at the bound). −1: nothing judged there; the tiers
-// stay −1 in exact mode, which is bitwise. bf16 and f16 (a window, mixed.hpp): expected is the
-// reference's unrounded f32 value b and u the storage dtype's, so a correct kernel's round(b)
-// reads up to about 1; a tier's share is ref::window_share's (> 1: outside that window).
-struct error_cell {
-  double err_u_mag = -1, rigorous = -1, statistical = -1;
-};
+// every layer's dW together) × value mode: each cell the worst over its blocks (verdict.hpp).
 struct error_figures {
   static constexpr std::size_t dtypes = dtype_count;  // every dtype of types.hpp
   static constexpr std::size_t tensors = 3, modes = value_mode_count;
@@ -105,48 +98,6 @@ struct verdict {
   std::int64_t check_peak_bytes = 0, check_panel_bytes = 0, check_flops = 0;
   double check_seconds = 0;
 };
-
-// The statistical tier's rounding events of case c (bound.hpp lambda_for): Σ over every judged
-// product's elements of max(k_par, n) + n for a contraction of n terms — a union bound over
-// every term of both computations' dot products (Higham & Mary's Theorem 3.1 fails with
-// probability n·2·exp(−λ²(1 − u)²/2) for n terms, each within γ̃_k(λ) for its k ≤ chain rounding
-// factors; a chain k_par shorter than n, as row-parallel's K/p + depth, still has n terms). A
-// single layer's Y (forward) and dX, dW (backward), or every product of each of a stack's layers.
-// One layer of 64×64×4096, both phases: 64·64·8192 + 64·4096·128 + 64·4096·128 = 1.0e8 events,
-// λ = 8.93 at p_fail = 1e-9.
-[[nodiscard]] double statistical_events(const par::run_case& c,
-                                        std::span<const par::chain_lengths> chains, bool forward,
-                                        bool backward);
-
-// The windows output t of a bf16 / f16 single layer is judged by (reference/mixed.hpp): got within
-// [round(b − δ), round(b + δ)] of the reference's f32 value b, δ = factor·mag. `rigorous` is
-// f_par + γ_K(u_f32) for the kernel's chain k_par (of which k_red reduced); `statistical` the
-// same with γ̃(λ), λ from the case's rounding events (0 in exact mode, which is bitwise).
-struct mixed_windows {
-  double rigorous = 0, statistical = 0, lambda = 0, events = 0;
-  std::int64_t k_par = 0, k_red = 0;
-};
-[[nodiscard]] mixed_windows mixed_windows_of(const par::run_case& c,
-                                             std::span<const par::chain_lengths> chains,
-                                             par::tensor t);
-
-// The statistical tier of a case (bound.hpp): λ from its rounding events, so that a correct
-// kernel fails it with probability ≤ ref::statistical_p_fail, and that probability. λ = 0: off.
-struct statistical_tier {
-  double lambda = 0, p_fail = 0;
-};
-
-// A bf16 / f16 stack (L > 1): the tier of its windows, from the rounding events of the phases
-// checked and u the larger of the policy's accumulation and reduction dtypes (off in exact mode),
-// and its whole reference — every output in f32 on the widened inputs, the hidden tensors stored
-// in the storage dtype as a kernel stores them — with each element's window half-width for the
-// case's policy and the strategy's chains per layer, and at λ > 0 the statistical tier's
-// (reference/stack.hpp). What verify judges a 16-bit stack's blocks by.
-[[nodiscard]] statistical_tier mixed_stack_tier(const par::run_case& c,
-                                                std::span<const par::chain_lengths> chains,
-                                                bool forward, bool backward);
-[[nodiscard]] ref::stack_expectation<float> mixed_stack_reference(
-    const par::run_case& c, std::span<const par::chain_lengths> chains, double lambda);
 
 // The inputs a rank holds in case c at mesh coordinates `coords`: its blocks of X, W_1 … W_L and
 // dY, generated from the case's seed (benchmarks build their inputs the same way).

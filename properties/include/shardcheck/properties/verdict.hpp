@@ -1,0 +1,302 @@
+#pragma once
+// The verdict: what an output of a case is judged against, and how. Every command that judges
+// outputs calls it — verify (harness.cpp), compare, audit, verify --dump and the benchmarks — so
+// that a bound or window is computed in one place only.
+//
+//   reference     the reference of a block of an output (a single layer), from exactly the inputs
+//                 it depends on; of a whole stack (stack.hpp), sliced into blocks; of a whole
+//                 single layer with its high-precision oracle (audit, --dump). bf16 / f16: the f32
+//                 value b before its rounding, on the widened inputs (mixed.hpp).
+//   tolerance     the bound of an element, both tiers: the rigorous (γ_k_par + γ_k_ref)·mag and
+//                 the statistical (γ̃(λ), λ from the case's rounding events), a stack's per
+//                 element through its layers, and a 16-bit case's window [round(b − δ),
+//                 round(b + δ)] for its precision policy; exact mode: bitwise.
+//   judge         one pass over a block: the first failing element (rigorous tier first, then
+//                 the statistical one), the elements failing the non-finite rule, and the worst
+//                 figures — err/(u·mag) and the share of each tier's bound used.
+//   shares        the same shares for one computation against the oracle (audit).
+//
+// Example: f32, K = 64 on row_parallel at p = 2 (k_par = 33): an element of Y with mag = 10 is
+// within (γ_33 + γ_64)·10·(1 + 7e-15) ≈ 5.8e-5 of the reference; its error 1.2e-6 uses 2.1 % of
+// that bound and err/(u·mag) = 2.0.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "shardcheck/parallel/kernel.hpp"
+#include "shardcheck/parallel/matrix.hpp"
+#include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/reference/check.hpp"
+#include "shardcheck/reference/mixed.hpp"
+#include "shardcheck/reference/stack.hpp"
+
+namespace shardcheck::prop {
+
+// --- the case's values ------------------------------------------------------------------------
+
+// The case's values of input t over the given runs of global rows and columns, packed in order:
+// rows {0,2},{4,2} × cols {0,3} are global rows 0, 1, 4, 5 of columns 0-2. Throws
+// invalid_problem when its size does not fit in memory's index range.
+template <class T>
+[[nodiscard]] par::matrix<T> case_values(const par::run_case& c, par::tensor_slot t,
+                                         std::span<const par::index_run> rows,
+                                         std::span<const par::index_run> cols);
+template <class T>
+[[nodiscard]] par::matrix<T> case_values(const par::run_case& c, par::tensor_slot t,
+                                         std::int64_t row0, std::int64_t rows, std::int64_t col0,
+                                         std::int64_t cols);
+// Block `region` of input t in the case's dtype.
+[[nodiscard]] par::any_matrix case_block(const par::run_case& c, const par::tensor_plan& t);
+
+// --- the statistical tier ---------------------------------------------------------------------
+
+// The statistical tier's rounding events of case c (bound.hpp lambda_for): Σ over every judged
+// product's elements of max(k_par, n) + n for a contraction of n terms — a union bound over
+// every term of both computations' dot products (Higham & Mary's Theorem 3.1 fails with
+// probability n·2·exp(−λ²(1 − u)²/2) for n terms, each within γ̃_k(λ) for its k ≤ chain rounding
+// factors; a chain k_par shorter than n, as row-parallel's K/p + depth, still has n terms). A
+// single layer's Y (forward) and dX, dW (backward), or every product of each of a stack's layers.
+// One layer of 64×64×4096, both phases: 64·64·8192 + 64·4096·128 + 64·4096·128 = 1.0e8 events,
+// λ = 8.93 at p_fail = 1e-9.
+[[nodiscard]] double statistical_events(const par::run_case& c,
+                                        std::span<const par::chain_lengths> chains, bool forward,
+                                        bool backward);
+
+// The statistical tier of a case (bound.hpp): λ from its rounding events, so that a correct
+// kernel fails it with probability ≤ ref::statistical_p_fail, and that probability. λ = 0: off.
+struct statistical_tier {
+  double lambda = 0, p_fail = 0;
+};
+
+// The tier of case c judged with the kernel's chains (`claimed`: it claims them; off in exact
+// mode, which is bitwise, and without chains), for the phases checked:
+// - f32 / f64: statistical_events at the storage dtype's u;
+// - a bf16 / f16 single layer: every output element × both chains, at the coarser u of the
+//   policy's accumulation and reduction dtypes (mixed_windows_of);
+// - a bf16 / f16 stack: statistical_events at that u (mixed_stack_tier).
+[[nodiscard]] statistical_tier tier_of(const par::run_case& c,
+                                       std::span<const par::chain_lengths> chains, bool forward,
+                                       bool backward, bool claimed);
+
+// The windows output t of a bf16 / f16 single layer is judged by (reference/mixed.hpp): got within
+// [round(b − δ), round(b + δ)] of the reference's f32 value b, δ = factor·mag. `rigorous` is
+// f_par + γ_K(u_f32) for the kernel's chain k_par (of which k_red reduced); `statistical` the
+// same with γ̃(λ), λ from the case's rounding events (0 in exact mode, which is bitwise).
+struct mixed_windows {
+  double rigorous = 0, statistical = 0, lambda = 0, events = 0;
+  std::int64_t k_par = 0, k_red = 0;
+};
+[[nodiscard]] mixed_windows mixed_windows_of(const par::run_case& c,
+                                             std::span<const par::chain_lengths> chains,
+                                             par::tensor t);
+
+// A bf16 / f16 stack (L > 1): the tier of its windows, from the rounding events of the phases
+// checked and u the larger of the policy's accumulation and reduction dtypes (off in exact mode).
+[[nodiscard]] statistical_tier mixed_stack_tier(const par::run_case& c,
+                                                std::span<const par::chain_lengths> chains,
+                                                bool forward, bool backward);
+
+// --- the tolerance of an element --------------------------------------------------------------
+
+// How the elements of one output block are judged. Its bound per element, from the `mag` the
+// judge is given with it:
+// - bitwise (exact mode): got equals the reference bit for bit (a 16-bit case: round(b));
+// - a single layer in f32 / f64: rigorous·mag / (1 − γ_k_mag(f64)), the statistical tier's with
+//   `statistical` for `rigorous` (ref::element_bound, bit for bit);
+// - a bf16 / f16 single layer (window): [round(b − δ), round(b + δ)], δ = factor·mag inflated as
+//   above, factor `rigorous` or `statistical` (ref::compare_window);
+// - a stack (per_element): mag is each element's rigorous bound itself, and the judge's
+//   stat_bound the statistical one (factor 1, no inflation); a 16-bit stack's are windows.
+struct tolerance {
+  dtype type = dtype::f64;  // the storage dtype of got
+  bool bitwise = false, window = false, per_element = false;
+  double rigorous = 0, statistical = 0;  // per unit of mag (single layer), 1 for a stack
+  std::int64_t k_mag = 0;                // the chain mag itself was summed over (its rounding)
+  statistical_tier tier;                 // λ = 0: the statistical tier is off
+  // What the bound was made of, for messages: the chains, of which k_red reduced (16-bit).
+  std::int64_t k_par = 0, k_red = 0, k_ref = 0;
+  precision policy{};
+};
+
+// The chains of output t of a single layer: `chains` holds one per layer, zeros when the kernel
+// claims none.
+[[nodiscard]] std::int64_t chain_of(const par::chain_lengths& l, par::tensor t);
+// Output t's inner (contraction) dimension: K for Y, N for dX, M for dW.
+[[nodiscard]] std::int64_t inner_of(const problem& p, par::tensor t);
+// The tolerance of output t of case c for the kernel's chains and the case's tier (tier_of):
+// a single layer's from its chain, a stack's per element (its bounds come with its reference).
+[[nodiscard]] tolerance tolerance_of(const par::run_case& c,
+                                     std::span<const par::chain_lengths> chains, par::tensor t,
+                                     const statistical_tier& tier);
+
+// --- the reference of a block and of a whole stack --------------------------------------------
+
+// The reference of one block of an output: its values (the case's dtype; f32 for bf16 / f16, the
+// value b before its rounding) and per element its magnitude product |X||W|ᵀ — a stack's: its
+// rigorous bound, with the statistical one and the magnitude product apart.
+struct block_reference {
+  par::any_matrix value;
+  std::vector<double> mag;  // |X||W|ᵀ; a stack's rigorous bound
+  std::int64_t k_ref = 0;
+  std::int64_t flops = 0, panel_bytes = 0;  // what computing it took (verdict::check_flops)
+  // A stack's: its statistical bound (empty when the tier is off) and its magnitude product.
+  std::vector<double> stat_bound, stack_mag;
+  // The magnitude products errors are reported in (err / (u·mag)).
+  [[nodiscard]] const std::vector<double>& unit_mag() const {
+    return stack_mag.empty() ? mag : stack_mag;
+  }
+};
+
+// The reference for block b of output t of a single layer, from exactly the inputs it depends
+// on, summed over the inner indices `inner` only: [0, K) gives Y's block whole; [0, K/2) and
+// [K/2, K), each on one rank, give two parts whose sum is it (exact-mode values sum exactly in
+// any order). A bf16 / f16 case's is b on the widened inputs (inner must be whole).
+[[nodiscard]] block_reference reference_of_block(const par::run_case& c, par::tensor t,
+                                                 const par::block& b, par::index_run inner);
+
+// A single layer's whole outputs Y, dX, dW, each the reference of its whole block; and block b
+// of output t sliced from the reference of its whole output.
+[[nodiscard]] std::vector<block_reference> whole_references(const par::run_case& c);
+[[nodiscard]] block_reference slice_of(const par::run_case& c, par::tensor_slot t,
+                                       const par::block& b, const block_reference& whole);
+
+// The chains of a stack's layers as stack_expect reads them, with their reductions' shares.
+[[nodiscard]] ref::stack_chains stack_chains_of(std::span<const par::chain_lengths> layer_chains);
+
+// The reference of a whole stack (L > 1) — every row of X and dY, so every output — and, per
+// element, its bound (stack.hpp) for the strategy's chains per layer, and at λ > 0 the
+// statistical tier's. `rows` (f32 / f64): only those rows of X, forward only (Y's rows are
+// independent: the benchmarks check samples of them).
+template <class T>
+[[nodiscard]] ref::stack_expectation<T> whole_stack_reference(
+    const par::run_case& c, std::span<const par::chain_lengths> chains, double lambda,
+    const std::vector<par::index_run>* rows = nullptr);
+// A bf16 / f16 stack's, in f32 on the widened inputs, its hidden tensors stored in the storage
+// dtype as the kernel stores them (stack.hpp stack_storage), with each element's window
+// half-width for the case's policy and at λ > 0 the statistical tier's.
+[[nodiscard]] ref::stack_expectation<float> mixed_stack_reference(
+    const par::run_case& c, std::span<const par::chain_lengths> chains, double lambda);
+
+// Block b of stack output t, sliced from a whole stack's reference (its magnitude products may
+// have been freed: then only its bounds).
+template <class V>
+[[nodiscard]] block_reference slice_stack(const par::run_case& c, par::tensor_slot t,
+                                          const par::block& b,
+                                          const ref::stack_expectation<V>& all);
+
+// The reference of block b of Y for the kernel's chains per layer (λ > 0: with the statistical
+// tier's bounds): a single layer's from the inputs it depends on; a stack's (f32 / f64) through
+// its layers on b's rows only, forward only, each element's bounds with it. The benchmarks check
+// sampled rows of their results with it.
+[[nodiscard]] block_reference forward_reference(const par::run_case& c, const par::block& b,
+                                                std::span<const par::chain_lengths> chains,
+                                                double lambda);
+
+// A stack's whole reference, computed the first time one of a rank's blocks needs it, with what
+// it took: per layer 3 GEMMs of 2·M·d_{l−1}·d_l flops and their bounds' as many; X, dY and every
+// W_l generated.
+class stack_reference {
+ public:
+  // Block b of output t. \note computes the whole stack once per case.
+  [[nodiscard]] block_reference block(const par::run_case& c, par::tensor_slot t,
+                                      const par::block& b,
+                                      std::span<const par::chain_lengths> chains, double lambda);
+  std::int64_t flops = 0, panel_bytes = 0;
+
+ private:
+  std::variant<std::monostate, ref::stack_expectation<float>, ref::stack_expectation<double>> all_;
+};
+
+// A single layer's whole inputs and, per output (Y, dX, dW), the reference, the oracle and the
+// magnitude product. k_ref: the reference's chain (K, N, M). T bf16 or f16 (mixed.hpp): the
+// inputs widened to f32 (exact), the reference summed in f32 (`unrounded`, b) and rounded to T
+// once, the oracle and magnitudes of the same exact products.
+template <class T>
+struct truth {
+  std::vector<T> x, w, dy;
+  struct output {
+    std::string name;
+    std::int64_t rows = 0, cols = 0, k_ref = 0;
+    std::vector<T> reference;
+    std::vector<float> unrounded;  // b, for bf16 and f16 only
+    std::vector<double> oracle, magnitude;
+  };
+  output out[3];  // Y, dX, dW
+};
+// Throws invalid_problem for a stack (the oracle is a single layer's) or a size past memory.
+template <class T>
+[[nodiscard]] truth<T> whole_truth(const par::run_case& c);
+
+// --- the judge --------------------------------------------------------------------------------
+
+// The numbers behind the verdict on one output: the worst |got − expected| / (u·mag) over its
+// finite elements (mag = |X||W|ᵀ, a stack's through its layers), and the worst share of each
+// tier's bound used (|got − expected| / bound; 1 is at the bound). −1: nothing judged there; the
+// tiers stay −1 in exact mode, which is bitwise. bf16 and f16 (a window, mixed.hpp): expected is
+// the reference's unrounded f32 value b and u the storage dtype's, so a correct kernel's round(b)
+// reads up to about 1; a tier's share is ref::window_share's (> 1: outside that window).
+struct error_cell {
+  double err_u_mag = -1, rigorous = -1, statistical = -1;
+};
+
+// One block judged: the first failing element in row-major order (a rigorous failure first, then
+// the first element above the statistical bound only, reason "statistical"), the elements that
+// fail the non-finite rule (NaN where the reference is NaN, its own Inf; a window may reach an
+// Inf past the storage range), the worst figures, and the largest |got − expected| over the
+// finite elements.
+struct judgement {
+  std::optional<ref::mismatch> first;
+  std::int64_t nonfinite = 0;
+  error_cell worst;
+  double max_err = 0;
+  bool statistical = false;  // `first` failed the statistical tier only
+  double reference = 0;      // a window's: the f32 reference b at `first`
+};
+
+// Judges got (rows×cols, row-major) against want (laid out alike: the case's dtype, f32 for a
+// 16-bit T) with the per-element mag (tolerance above), a stack's stat_bound (null otherwise)
+// and unit_mag, the magnitudes err/(u·mag) is reported in (mag itself for a single layer).
+template <class T>
+[[nodiscard]] judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols,
+                                    const T* got, const wide_t<T>* want, const double* mag,
+                                    const double* stat_bound, const double* unit_mag);
+// The same for a block of any dtype against its reference.
+[[nodiscard]] judgement judge_block(const tolerance& tol, const par::any_matrix& got,
+                                    const block_reference& want);
+
+// The first failing element described: "Y[i=3, j=1] on rank 1 at local (3, 1): got …, expected
+// …, bound … (k_par=33, k_ref=64), error = 1.4e+03·u·mag [value]". `where` names the element.
+[[nodiscard]] std::string describe(const judgement& j, const tolerance& tol,
+                                   const std::string& where);
+
+// --- shares against the oracle (audit) --------------------------------------------------------
+
+// The share of a tier's bound one computation with chain k used, from its largest error in
+// u·mag against the oracle (itself one rounding to double from exact, ≤ u_f64·mag): the rigorous
+// tier allows (γ_k + u_f64)·mag, the statistical (γ̃_k(λ) + u_f64)·mag with λ for
+// `elements`·k roundings at ref::statistical_p_fail.
+struct oracle_shares {
+  double rigorous = 0, statistical = 0, lambda = 0;
+};
+[[nodiscard]] oracle_shares oracle_shares_of(double max_u_mag, std::int64_t k,
+                                             std::int64_t elements, dtype t);
+// bf16 and f16: the share of the window of one computation used, over the elements
+// (ref::window_share; > 1 is outside it). The window is around the oracle s (one rounding from
+// exact, ≤ u_f64·mag): the stored value must lie in [round_down(s − δ), round_up(s + δ)],
+// δ = (f + u_f64)·mag with f the computation's factor: the parallel result's policy_factor over its
+// chain's local and reduced parts, the reference's γ_K(u_f32) (no policy: it sums in f32 and
+// rounds once). The statistical tier's f takes γ̃_k(λ) for each γ_k, λ = lambda_for(elements·k,
+// 1e-9, u) with u the coarsest of the policy's acc and reduce dtypes.
+[[nodiscard]] oracle_shares oracle_window_shares(const std::vector<double>& got,
+                                                 const std::vector<double>& oracle,
+                                                 const std::vector<double>& mag, std::int64_t k_loc,
+                                                 std::int64_t k_red, std::int64_t k_mag,
+                                                 dtype storage,
+                                                 const std::optional<precision>& policy);
+// A tier's bound of one computation with chain k, in units of u: γ_k/u (λ = 0) or γ̃_k(λ)/u.
+[[nodiscard]] double tier_bound_in_u(std::int64_t k, dtype t, double lambda);
+
+}  // namespace shardcheck::prop

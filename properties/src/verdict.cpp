@@ -1,0 +1,934 @@
+#include "shardcheck/properties/verdict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+#include <type_traits>
+
+#include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/reference/bound.hpp"
+#include "shardcheck/reference/data.hpp"
+#include "shardcheck/reference/gemm.hpp"
+#include "shardcheck/reference/oracle.hpp"
+
+namespace shardcheck::prop {
+
+using par::any_matrix;
+using par::block;
+using par::matrix;
+using par::tensor;
+using par::tensor_slot;
+
+// --- the case's values ------------------------------------------------------------------------
+
+template <class T>
+matrix<T> case_values(const par::run_case& c, tensor_slot t, std::span<const par::index_run> rows,
+                      std::span<const par::index_run> cols) {
+  std::int64_t nr = 0, nc = 0;
+  for (const par::index_run& r : rows) nr += r.length;
+  for (const par::index_run& r : cols) nc += r.length;
+  if (nc > 0 && nr > static_cast<std::int64_t>(SIZE_MAX / sizeof(T)) / nc)
+    throw invalid_problem(par::name_of(t, c) + " block of " + std::to_string(nr) + "×" +
+                          std::to_string(nc) + " elements is too large to allocate");
+  matrix<T> m(static_cast<std::size_t>(nr), static_cast<std::size_t>(nc));
+  std::vector<T> tile;
+  const int grid = c.mode == value_mode::exact ? std::max(ref::exact_grid_of(c.prob), 0) : 3;
+  std::size_t i0 = 0;
+  for (const par::index_run& r : rows) {
+    std::size_t j0 = 0;
+    for (const par::index_run& q : cols) {
+      const auto tr = static_cast<std::size_t>(r.length), tc = static_cast<std::size_t>(q.length);
+      const bool direct = cols.size() == 1;  // the tile is whole rows of m
+      if (!direct) tile.resize(tr * tc);
+      T* at = direct ? m.row(i0) : tile.data();
+      ref::fill_block<T>(c.mode, c.seed, par::data_id_of(t), static_cast<std::uint64_t>(r.offset),
+                         tr, static_cast<std::uint64_t>(q.offset), tc, at, 0, grid);
+      if (!direct)
+        for (std::size_t i = 0; i < tr; ++i)
+          std::copy(tile.begin() + static_cast<std::ptrdiff_t>(i * tc),
+                    tile.begin() + static_cast<std::ptrdiff_t>((i + 1) * tc), m.row(i0 + i) + j0);
+      j0 += tc;
+    }
+    i0 += static_cast<std::size_t>(r.length);
+  }
+  return m;
+}
+
+template <class T>
+matrix<T> case_values(const par::run_case& c, tensor_slot t, std::int64_t row0, std::int64_t rows,
+                      std::int64_t col0, std::int64_t cols) {
+  const par::index_run r{row0, rows}, q{col0, cols};
+  return case_values<T>(c, t, std::span(&r, rows > 0 ? 1 : 0), std::span(&q, cols > 0 ? 1 : 0));
+}
+
+any_matrix case_block(const par::run_case& c, const par::tensor_plan& t) {
+  const auto rows = par::runs_of_rows(t.region), cols = par::runs_of_cols(t.region);
+  switch (c.prob.type) {
+    case dtype::f32: return case_values<float>(c, t.slot, rows, cols);
+    case dtype::bf16: return case_values<bfloat16_t>(c, t.slot, rows, cols);
+    case dtype::f16: return case_values<half_t>(c, t.slot, rows, cols);
+    case dtype::f64: break;
+  }
+  return case_values<double>(c, t.slot, rows, cols);
+}
+
+// --- the statistical tier ---------------------------------------------------------------------
+
+double statistical_events(const par::run_case& c, std::span<const par::chain_lengths> chains,
+                          bool forward, bool backward) {
+  const auto& p = c.prob;
+  const std::vector<std::int64_t> d = p.widths();
+  const auto rows = static_cast<double>(p.M);
+  const bool stack = d.size() > 2;  // every layer's H_l is bounded, whatever is judged
+  double events = 0;
+  for (std::size_t l = 1; l < d.size() && l <= chains.size(); ++l) {
+    const auto in = static_cast<double>(d[l - 1]), out = static_cast<double>(d[l]);
+    const par::chain_lengths& k = chains[l - 1];
+    // Per element and computation, one event per term of its dot product (each term's rounding
+    // factors are the chain, at most k): the contraction length, or the chain if it is longer.
+    const auto terms = [](std::int64_t k_par, std::int64_t n) {
+      return static_cast<double>(std::max(k_par, n) + n);
+    };
+    if (forward || stack) events += rows * out * terms(k.y, d[l - 1]);
+    if (backward) {
+      events += rows * in * terms(k.dx, d[l]);
+      events += out * in * terms(k.dw, p.M);
+    }
+  }
+  return events;
+}
+
+namespace {
+
+std::int64_t reduced_of(const par::chain_lengths& l, tensor t) {
+  return t == tensor::y ? l.reduced.y : t == tensor::dx ? l.reduced.dx : l.reduced.dw;
+}
+
+// The rounding events of a bf16 / f16 case for the statistical tier's union bound: every
+// element of every output, once (a replica is the same computation), × its two chains (this
+// kernel's and the reference's). Y (M×N): k_y + K; dX (M×K): k_dx + N; dW (N×K): k_dw + M.
+double mixed_events(const par::run_case& c, std::span<const par::chain_lengths> chains) {
+  const auto& p = c.prob;
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  const par::chain_lengths& l = chains.front();
+  return d(p.M) * d(p.N) * d(l.y + p.K) + d(p.M) * d(p.K) * d(l.dx + p.N) +
+         d(p.N) * d(p.K) * d(l.dw + p.M);
+}
+
+}  // namespace
+
+std::int64_t chain_of(const par::chain_lengths& l, tensor t) {
+  return t == tensor::y ? l.y : t == tensor::dx ? l.dx : l.dw;
+}
+
+std::int64_t inner_of(const problem& p, tensor t) {
+  return t == tensor::y ? p.K : t == tensor::dx ? p.N : p.M;
+}
+
+statistical_tier mixed_stack_tier(const par::run_case& c,
+                                  std::span<const par::chain_lengths> chains, bool forward,
+                                  bool backward) {
+  if (c.mode == value_mode::exact || chains.empty()) return {};
+  const double events = statistical_events(c, chains, forward, backward);
+  const double u_max =
+      std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
+  statistical_tier st;
+  st.lambda = ref::lambda_for(events, ref::statistical_p_fail, u_max);
+  st.p_fail = ref::false_alarm(events, st.lambda, u_max);
+  return st;
+}
+
+mixed_windows mixed_windows_of(const par::run_case& c, std::span<const par::chain_lengths> chains,
+                               tensor t) {
+  mixed_windows w;
+  const std::int64_t k_ref = inner_of(c.prob, t);
+  w.k_par = chain_of(chains.front(), t);
+  w.k_red = std::min(reduced_of(chains.front(), t), w.k_par);
+  w.rigorous = ref::policy_factor(w.k_par - w.k_red, w.k_red, c.prob.type, c.policy) +
+               ref::gamma(k_ref, dtype::f32);
+  if (c.mode == value_mode::exact) return w;
+  // The statistical tier (bound.hpp): the same window with γ̃_k(λ) for every chain, λ from the
+  // case's rounding events (every output element of the case × both chains) so that a correct
+  // kernel trips it on a case with probability at most ref::statistical_p_fail.
+  w.events = mixed_events(c, chains);
+  const double u_max =
+      std::max(ref::unit_roundoff(c.policy.acc), ref::unit_roundoff(c.policy.reduce));
+  w.lambda = ref::lambda_for(w.events, ref::statistical_p_fail, u_max);
+  w.statistical =
+      ref::policy_factor_statistical(w.k_par - w.k_red, w.k_red, c.prob.type, c.policy, w.lambda) +
+      ref::gamma_tilde(k_ref, ref::unit_roundoff(dtype::f32), w.lambda);
+  return w;
+}
+
+statistical_tier tier_of(const par::run_case& c, std::span<const par::chain_lengths> chains,
+                         bool forward, bool backward, bool claimed) {
+  if (c.mode == value_mode::exact || !claimed || chains.empty()) return {};
+  if (is_storage16(c.prob.type)) {
+    if (c.prob.layers() > 1) return mixed_stack_tier(c, chains, forward, backward);
+    const mixed_windows w = mixed_windows_of(c, chains, tensor::y);
+    return {w.lambda, ref::false_alarm(w.events, w.lambda, 0x1p-24)};
+  }
+  const double events = statistical_events(c, chains, forward, backward);
+  const double u = ref::unit_roundoff(c.prob.type);
+  statistical_tier st;
+  st.lambda = ref::lambda_for(events, ref::statistical_p_fail, u);
+  st.p_fail = ref::false_alarm(events, st.lambda, u);
+  return st;
+}
+
+// --- the tolerance of an element --------------------------------------------------------------
+
+tolerance tolerance_of(const par::run_case& c, std::span<const par::chain_lengths> chains, tensor t,
+                       const statistical_tier& tier) {
+  tolerance tol;
+  tol.type = c.prob.type;
+  tol.bitwise = c.mode == value_mode::exact;
+  tol.window = is_storage16(c.prob.type);
+  tol.tier = tier;
+  tol.policy = c.policy;
+  tol.k_ref = inner_of(c.prob, t);
+  if (c.prob.layers() > 1) {  // each element's bounds come with the stack's reference
+    tol.per_element = true;
+    tol.rigorous = tol.statistical = 1;
+    return tol;
+  }
+  tol.k_mag = tol.k_ref;
+  if (tol.window) {
+    const mixed_windows w = mixed_windows_of(c, chains, t);
+    tol.rigorous = w.rigorous;
+    tol.statistical = w.statistical;
+    tol.k_par = w.k_par;
+    tol.k_red = w.k_red;
+    return tol;
+  }
+  tol.k_par = chain_of(chains.front(), t);
+  tol.rigorous = ref::gamma(tol.k_par, tol.type) + ref::gamma(tol.k_ref, tol.type);
+  if (tier.lambda > 0)
+    tol.statistical = ref::tier_gamma(tol.k_par, tol.type, tier.lambda) +
+                      ref::tier_gamma(tol.k_ref, tol.type, tier.lambda);
+  return tol;
+}
+
+// --- the reference of a block -----------------------------------------------------------------
+
+namespace {
+
+// One run of n (none when empty).
+std::vector<par::index_run> run_list(par::index_run r) {
+  if (r.length == 0) return {};
+  return {r};
+}
+
+template <class T>
+matrix<float> widened(const matrix<T>& m) {
+  matrix<float> out(m.rows, m.cols);
+  ref::widen<T>(m.data.data(), m.data.size(), out.data.data());
+  return out;
+}
+
+// The reference for block b of output t in S, from exactly the inputs it depends on (`gen(t,
+// row runs, column runs)` makes them: the case's values in S, or widened from a 16-bit T).
+template <class S, class Generate>
+block_reference expect_from(const par::run_case& c, tensor t, const block& b, par::index_run inner,
+                            const Generate& gen) {
+  const auto& p = c.prob;
+  const bool out_in = p.layout == weight_layout::out_in;
+  const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
+  block_reference e;
+  e.value = par::make_matrix<S>(rows, cols);
+  e.mag.assign(rows * cols, 0.0);
+  // value and magnitude: 2 flops per multiply-add each; the panels: (rows + cols) × inner.
+  e.flops =
+      checked_mul(checked_mul(4 * b.rows, b.cols, "check flops"), inner.length, "check flops");
+  e.panel_bytes =
+      checked_mul(checked_add(b.rows, b.cols, "check bytes"), inner.length, "check bytes") *
+      static_cast<std::int64_t>(sizeof(S));
+  S* out = std::get<matrix<S>>(e.value).data.data();
+  if (inner.length == 0) {  // no inner index here: a zero part
+    e.k_ref = inner_of(p, t);
+    return e;
+  }
+  const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
+  const auto in = run_list(inner);
+  if (t == tensor::y) {
+    const auto x = gen(tensor::x, b_rows, in);
+    const auto w = out_in ? gen(tensor::w, b_cols, in) : gen(tensor::w, in, b_cols);
+    const auto k = static_cast<std::size_t>(inner.length);
+    ref::linear_forward<S>(p.layout, rows, cols, k, x.data.data(), w.data.data(), out);
+    ref::magnitude_forward<S>(p.layout, rows, cols, k, x.data.data(), w.data.data(), e.mag.data());
+    e.k_ref = p.K;
+  } else if (t == tensor::dx) {
+    const auto dy = gen(tensor::dy, b_rows, in);
+    const auto w = out_in ? gen(tensor::w, in, b_cols) : gen(tensor::w, b_cols, in);
+    const auto n = static_cast<std::size_t>(inner.length);
+    ref::linear_backward_dx<S>(p.layout, rows, n, cols, dy.data.data(), w.data.data(), out);
+    ref::magnitude_backward_dx<S>(p.layout, rows, n, cols, dy.data.data(), w.data.data(),
+                                  e.mag.data());
+    e.k_ref = p.N;
+  } else {
+    // out_in: dW block is (N rows) × (K cols) = dY[:, rows]ᵀ · X[:, cols];
+    // in_out: (K rows) × (N cols) = X[:, rows]ᵀ · dY[:, cols].
+    const auto& n_runs = out_in ? b_rows : b_cols;
+    const auto& k_runs = out_in ? b_cols : b_rows;
+    const std::int64_t nn = out_in ? b.rows : b.cols, kk = out_in ? b.cols : b.rows;
+    const auto dy = gen(tensor::dy, in, n_runs);
+    const auto x = gen(tensor::x, in, k_runs);
+    const auto m = static_cast<std::size_t>(inner.length);
+    const auto n_out = static_cast<std::size_t>(nn), k_in = static_cast<std::size_t>(kk);
+    ref::linear_backward_dw<S>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(), out);
+    ref::magnitude_backward_dw<S>(p.layout, m, n_out, k_in, dy.data.data(), x.data.data(),
+                                  e.mag.data());
+    e.k_ref = p.M;
+  }
+  return e;
+}
+
+// The reference in the case's f32 / f64 (T) itself.
+template <class T>
+block_reference expect(const par::run_case& c, tensor t, const block& b, par::index_run inner) {
+  return expect_from<T>(c, t, b, inner, [&](tensor u, const auto& rows, const auto& cols) {
+    return case_values<T>(c, u, rows, cols);
+  });
+}
+
+// The f32 value b (before rounding to T) of block b of output t, and its magnitude product, from
+// the inputs generated in T and widened (products exact in f32), summed on OpenBLAS's sgemm.
+template <class T>
+block_reference expect_widened(const par::run_case& c, tensor t, const block& b) {
+  return expect_from<float>(c, t, b, {0, inner_of(c.prob, t)},
+                            [&](tensor u, const auto& rows, const auto& cols) {
+                              return widened(case_values<T>(c, u, rows, cols));
+                            });
+}
+
+}  // namespace
+
+block_reference reference_of_block(const par::run_case& c, tensor t, const block& b,
+                                   par::index_run inner) {
+  switch (c.prob.type) {
+    case dtype::f32: return expect<float>(c, t, b, inner);
+    case dtype::f64: return expect<double>(c, t, b, inner);
+    case dtype::bf16: return expect_widened<bfloat16_t>(c, t, b);
+    case dtype::f16: return expect_widened<half_t>(c, t, b);
+  }
+  throw error("reference_of_block: unknown dtype");
+}
+
+std::vector<block_reference> whole_references(const par::run_case& c) {
+  std::vector<block_reference> out;
+  for (const tensor_slot& t : par::outputs_of(c)) {
+    const auto [rows, cols] = par::dim_names(t, c.prob);
+    const block b{0, par::dim_length(c.prob, rows), 0, par::dim_length(c.prob, cols)};
+    out.push_back(reference_of_block(c, t.t, b, {0, inner_of(c.prob, t.t)}));
+  }
+  return out;
+}
+
+block_reference slice_of(const par::run_case& c, tensor_slot t, const block& b,
+                         const block_reference& whole) {
+  const auto full_cols =
+      static_cast<std::size_t>(par::dim_length(c.prob, par::dim_names(t, c.prob).second));
+  const auto br = static_cast<std::size_t>(b.rows), bc = static_cast<std::size_t>(b.cols);
+  const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
+  std::vector<std::size_t> at(br * bc);
+  for (std::size_t i = 0; i < br; ++i)
+    for (std::size_t j = 0; j < bc; ++j)
+      at[i * bc + j] =
+          static_cast<std::size_t>(par::global_index(b_rows, static_cast<std::int64_t>(i))) *
+              full_cols +
+          static_cast<std::size_t>(par::global_index(b_cols, static_cast<std::int64_t>(j)));
+  const auto pick = [&](const std::vector<double>& from) {
+    std::vector<double> out;
+    if (from.empty()) return out;
+    out.resize(at.size());
+    for (std::size_t i = 0; i < at.size(); ++i) out[i] = from[at[i]];
+    return out;
+  };
+  block_reference e;
+  e.k_ref = whole.k_ref;
+  e.mag = pick(whole.mag);
+  e.stat_bound = pick(whole.stat_bound);
+  e.stack_mag = pick(whole.stack_mag);
+  std::visit(
+      [&](const auto& m) {
+        using V = typename std::decay_t<decltype(m.data)>::value_type;
+        e.value = par::make_matrix<V>(br, bc);
+        V* out = std::get<matrix<V>>(e.value).data.data();
+        for (std::size_t i = 0; i < at.size(); ++i) out[i] = m.data[at[i]];
+      },
+      whole.value);
+  return e;
+}
+
+// --- the reference of a whole stack -----------------------------------------------------------
+
+ref::stack_chains stack_chains_of(std::span<const par::chain_lengths> layer_chains) {
+  ref::stack_chains chains;
+  for (const par::chain_lengths& l : layer_chains) {
+    chains.h.push_back(l.y);
+    chains.da.push_back(l.dx);
+    chains.dw.push_back(l.dw);
+    chains.h_red.push_back(l.reduced.y);
+    chains.da_red.push_back(l.reduced.dx);
+    chains.dw_red.push_back(l.reduced.dw);
+  }
+  return chains;
+}
+
+namespace {
+
+// The whole stack's inputs in S: X and dY on the given rows (all when null), every W_l whole,
+// each made by `gen(slot, row0, rows, col0, cols)`.
+template <class S>
+struct stack_inputs {
+  matrix<S> x, dy;
+  std::vector<matrix<S>> ws;
+  std::vector<const S*> w_ptrs;
+};
+
+template <class S, class Generate>
+stack_inputs<S> stack_inputs_of(const par::run_case& c, const Generate& gen) {
+  const auto& p = c.prob;
+  const ref::stack_shape shape{p.layout, p.widths(), p.act};
+  stack_inputs<S> in;
+  in.x = gen(tensor_slot{tensor::x, 0}, 0, p.M, 0, p.K);
+  in.dy = gen(tensor_slot{tensor::dy, 0}, 0, p.M, 0, p.N);
+  for (std::size_t l = 0; l < shape.layers(); ++l) {
+    const bool out_in = p.layout == weight_layout::out_in;
+    const auto out = static_cast<std::int64_t>(shape.width(l + 1));
+    const auto in_w = static_cast<std::int64_t>(shape.width(l));
+    in.ws.push_back(gen(tensor_slot{tensor::w, l}, 0, out_in ? out : in_w, 0, out_in ? in_w : out));
+  }
+  for (const auto& w : in.ws) in.w_ptrs.push_back(w.data.data());
+  return in;
+}
+
+// The reference and bounds of a stack on `rows` rows of X (and dY, when not null), and at λ > 0
+// the statistical tier's bounds: the same induction with γ̃ (stack.hpp).
+template <class S>
+ref::stack_expectation<S> stack_expect_tiers(const par::run_case& c, std::size_t rows, const S* x,
+                                             std::span<const S* const> ws, const S* dy,
+                                             std::span<const par::chain_lengths> layer_chains,
+                                             dtype t, double lambda,
+                                             const ref::stack_storage* storage) {
+  const auto& p = c.prob;
+  const ref::stack_shape shape{p.layout, p.widths(), p.act};
+  const ref::stack_chains chains = stack_chains_of(layer_chains);
+  ref::stack_expectation<S> e = ref::stack_expect<S>(shape, rows, x, ws, dy, chains, t, 0, storage);
+  if (lambda > 0) {
+    ref::stack_expectation<S> st =
+        ref::stack_expect<S>(shape, rows, x, ws, dy, chains, t, lambda, storage);
+    e.y_stat_bound = std::move(st.y_bound);
+    e.dx_stat_bound = std::move(st.dx_bound);
+    e.dw_stat_bound = std::move(st.dw_bound);
+  }
+  return e;
+}
+
+template <class T>
+ref::stack_expectation<float> expect_whole_stack16(const par::run_case& c,
+                                                   std::span<const par::chain_lengths> layer_chains,
+                                                   double lambda) {
+  const auto& p = c.prob;
+  const stack_inputs<float> in = stack_inputs_of<float>(
+      c, [&](tensor_slot s, auto... at) { return widened(case_values<T>(c, s, at...)); });
+  const ref::stack_storage storage{p.type, c.policy};
+  const float none{};
+  const float* dy_ptr = in.dy.data.empty() ? &none : in.dy.data.data();
+  return stack_expect_tiers<float>(c, static_cast<std::size_t>(p.M), in.x.data.data(), in.w_ptrs,
+                                   dy_ptr, layer_chains, dtype::f32, lambda, &storage);
+}
+
+}  // namespace
+
+template <class T>
+ref::stack_expectation<T> whole_stack_reference(const par::run_case& c,
+                                                std::span<const par::chain_lengths> chains,
+                                                double lambda,
+                                                const std::vector<par::index_run>* rows) {
+  const auto& p = c.prob;
+  const auto gen = [&](tensor_slot s, auto... at) { return case_values<T>(c, s, at...); };
+  if (rows != nullptr) {  // the given rows of X, forward only
+    const par::index_run k{0, p.K};
+    const matrix<T> x = case_values<T>(c, {tensor::x, 0}, *rows, std::span(&k, p.K > 0 ? 1 : 0));
+    stack_inputs<T> in;
+    const ref::stack_shape shape{p.layout, p.widths(), p.act};
+    for (std::size_t l = 0; l < shape.layers(); ++l) {
+      const bool out_in = p.layout == weight_layout::out_in;
+      const auto out = static_cast<std::int64_t>(shape.width(l + 1));
+      const auto in_w = static_cast<std::int64_t>(shape.width(l));
+      in.ws.push_back(
+          gen(tensor_slot{tensor::w, l}, 0, out_in ? out : in_w, 0, out_in ? in_w : out));
+    }
+    for (const auto& w : in.ws) in.w_ptrs.push_back(w.data.data());
+    return stack_expect_tiers<T>(c, x.rows, x.data.data(), in.w_ptrs, nullptr, chains, p.type,
+                                 lambda, nullptr);
+  }
+  const stack_inputs<T> in = stack_inputs_of<T>(c, gen);
+  // stack_expect reads a null dY as "forward only": an empty dY (no rows or N = 0) is not null.
+  const T none{};
+  const T* dy_ptr = in.dy.data.empty() ? &none : in.dy.data.data();
+  return stack_expect_tiers<T>(c, static_cast<std::size_t>(p.M), in.x.data.data(), in.w_ptrs,
+                               dy_ptr, chains, p.type, lambda, nullptr);
+}
+
+template ref::stack_expectation<float> whole_stack_reference<float>(
+    const par::run_case&, std::span<const par::chain_lengths>, double,
+    const std::vector<par::index_run>*);
+template ref::stack_expectation<double> whole_stack_reference<double>(
+    const par::run_case&, std::span<const par::chain_lengths>, double,
+    const std::vector<par::index_run>*);
+
+ref::stack_expectation<float> mixed_stack_reference(const par::run_case& c,
+                                                    std::span<const par::chain_lengths> chains,
+                                                    double lambda) {
+  if (c.prob.type == dtype::bf16) return expect_whole_stack16<bfloat16_t>(c, chains, lambda);
+  if (c.prob.type == dtype::f16) return expect_whole_stack16<half_t>(c, chains, lambda);
+  throw error("mixed_stack_reference: the case is not stored in bf16 / f16");
+}
+
+template <class V>
+block_reference slice_stack(const par::run_case& c, tensor_slot t, const block& b,
+                            const ref::stack_expectation<V>& all) {
+  const auto& p = c.prob;
+  const std::vector<V>& value = t.t == tensor::y    ? all.y
+                                : t.t == tensor::dx ? all.dx
+                                                    : all.dw[t.layer];
+  const std::vector<double>& bound = t.t == tensor::y    ? all.y_bound
+                                     : t.t == tensor::dx ? all.dx_bound
+                                                         : all.dw_bound[t.layer];
+  const std::vector<double>& mag = t.t == tensor::y    ? all.y_mag
+                                   : t.t == tensor::dx ? all.dx_mag
+                                                       : all.dw_mag[t.layer];
+  const bool stat = !all.y_stat_bound.empty() || !all.dw_stat_bound.empty();  // M = 0: no Y
+  const std::vector<double>& stat_bound = !stat               ? all.y_stat_bound
+                                          : t.t == tensor::y  ? all.y_stat_bound
+                                          : t.t == tensor::dx ? all.dx_stat_bound
+                                                              : all.dw_stat_bound[t.layer];
+  const auto full_cols = static_cast<std::size_t>(par::dim_length(p, par::dim_names(t, p).second));
+  const auto br = static_cast<std::size_t>(b.rows), bc = static_cast<std::size_t>(b.cols);
+  block_reference e;
+  e.value = par::make_matrix<V>(br, bc);
+  e.mag.assign(br * bc, 0.0);
+  if (!mag.empty()) e.stack_mag.assign(br * bc, 0.0);
+  e.k_ref = inner_of(p, t.t);
+  if (stat) e.stat_bound.assign(br * bc, 0.0);
+  V* out = std::get<matrix<V>>(e.value).data.data();
+  const auto b_rows = par::runs_of_rows(b), b_cols = par::runs_of_cols(b);
+  for (std::size_t i = 0; i < br; ++i)
+    for (std::size_t j = 0; j < bc; ++j) {
+      const auto gi = par::global_index(b_rows, static_cast<std::int64_t>(i));
+      const auto gj = par::global_index(b_cols, static_cast<std::int64_t>(j));
+      const std::size_t at =
+          static_cast<std::size_t>(gi) * full_cols + static_cast<std::size_t>(gj);
+      out[i * bc + j] = value[at];
+      e.mag[i * bc + j] = bound[at];
+      if (!mag.empty()) e.stack_mag[i * bc + j] = mag[at];
+      if (stat) e.stat_bound[i * bc + j] = stat_bound[at];
+    }
+  return e;
+}
+
+template block_reference slice_stack<float>(const par::run_case&, tensor_slot, const block&,
+                                            const ref::stack_expectation<float>&);
+template block_reference slice_stack<double>(const par::run_case&, tensor_slot, const block&,
+                                             const ref::stack_expectation<double>&);
+
+block_reference forward_reference(const par::run_case& c, const par::block& b,
+                                  std::span<const par::chain_lengths> chains, double lambda) {
+  if (c.prob.layers() == 1) return reference_of_block(c, tensor::y, b, {0, c.prob.K});
+  if (c.prob.type != dtype::f32 && c.prob.type != dtype::f64)
+    throw invalid_problem("forward_reference: a stack's rows in f32 or f64 only");
+  const std::vector<par::index_run> rows = par::runs_of_rows(b);
+  // The expectation holds b's rows in order: block b is its rows 0 … b.rows − 1.
+  par::run_case local = c;
+  local.prob.M = b.rows;
+  par::block own = b;
+  own.row0 = 0;
+  own.row_runs.clear();
+  if (c.prob.type == dtype::f32)
+    return slice_stack(local, {tensor::y, 0}, own,
+                       whole_stack_reference<float>(c, chains, lambda, &rows));
+  return slice_stack(local, {tensor::y, 0}, own,
+                     whole_stack_reference<double>(c, chains, lambda, &rows));
+}
+
+block_reference stack_reference::block(const par::run_case& c, tensor_slot t, const par::block& b,
+                                       std::span<const par::chain_lengths> chains, double lambda) {
+  const auto& p = c.prob;
+  const bool wide32 = p.type != dtype::f64;  // f32, and bf16 / f16 in f32
+  if (std::holds_alternative<std::monostate>(all_)) {
+    if (is_storage16(p.type))
+      all_ = mixed_stack_reference(c, chains, lambda);
+    else if (wide32)
+      all_ = whole_stack_reference<float>(c, chains, lambda);
+    else
+      all_ = whole_stack_reference<double>(c, chains, lambda);
+    const std::vector<std::int64_t> d = p.widths();
+    std::int64_t weights = 0;
+    for (std::size_t l = 1; l < d.size(); ++l)
+      weights = checked_add(weights, checked_mul(d[l], d[l - 1], "check flops"), "check flops");
+    flops = checked_mul(checked_mul(weights, p.M, "check flops"), 12, "check flops");
+    panel_bytes = checked_mul(
+        checked_add(checked_mul(p.M, p.K + p.N, "check bytes"), weights, "check bytes"),
+        static_cast<std::int64_t>(wide32 ? sizeof(float) : sizeof(double)), "check bytes");
+  }
+  if (wide32) return slice_stack<float>(c, t, b, std::get<ref::stack_expectation<float>>(all_));
+  return slice_stack<double>(c, t, b, std::get<ref::stack_expectation<double>>(all_));
+}
+
+// --- a single layer's whole truth (audit, --dump) ---------------------------------------------
+
+namespace {
+
+// The case's whole inputs in T, from its seed.
+template <class T>
+void fill_inputs(const par::run_case& c, truth<T>& t) {
+  const problem& p = c.prob;
+  const bool out_in = p.layout == weight_layout::out_in;
+  const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
+             K = static_cast<std::size_t>(p.K);
+  (void)checked_mul(checked_mul(p.M + p.N, p.K, "inputs"), 8, "inputs bytes");
+  (void)checked_mul(checked_mul(p.M, p.N, "Y"), 8, "Y bytes");
+  const auto fill = [&](std::vector<T>& v, tensor_slot s, std::size_t rows, std::size_t cols) {
+    v.assign(rows * cols, T(0));
+    ref::fill_block<T>(c.mode, c.seed, par::data_id_of(s), 0, rows, 0, cols, v.data());
+  };
+  fill(t.x, {tensor::x, 0}, M, K);
+  fill(t.w, {tensor::w, 0}, out_in ? N : K, out_in ? K : N);
+  fill(t.dy, {tensor::dy, 0}, M, N);
+}
+
+// The outputs of t's inputs (filled): reference, oracle and magnitude, all in T.
+template <class T>
+void compute_outputs(const par::run_case& c, truth<T>& t) {
+  const problem& p = c.prob;
+  const bool out_in = p.layout == weight_layout::out_in;
+  const auto M = static_cast<std::size_t>(p.M), N = static_cast<std::size_t>(p.N),
+             K = static_cast<std::size_t>(p.K);
+  const std::size_t rows[3] = {M, M, out_in ? N : K}, cols[3] = {N, K, out_in ? K : N};
+  const char* names[3] = {"Y", "dX", "dW"};
+  const std::int64_t k_ref[3] = {p.K, p.N, p.M};
+  for (int i = 0; i < 3; ++i) {
+    auto& o = t.out[i];
+    o.name = names[i];
+    o.rows = static_cast<std::int64_t>(rows[i]);
+    o.cols = static_cast<std::int64_t>(cols[i]);
+    o.k_ref = k_ref[i];
+    o.reference.assign(rows[i] * cols[i], T(0));
+    o.oracle.assign(rows[i] * cols[i], 0.0);
+    o.magnitude.assign(rows[i] * cols[i], 0.0);
+  }
+  const weight_layout flipped = out_in ? weight_layout::in_out : weight_layout::out_in;
+  // Y = X·Wᵀ (out_in) or X·W (in_out).
+  ref::linear_forward<T>(p.layout, M, N, K, t.x.data(), t.w.data(), t.out[0].reference.data());
+  ref::magnitude_forward<T>(p.layout, M, N, K, t.x.data(), t.w.data(), t.out[0].magnitude.data());
+  ref::oracle_forward<T>(p.layout, M, N, K, t.x.data(), t.w.data(), t.out[0].oracle.data());
+  // dX = dY·W (out_in, W as K-in × N-out of the flipped layout) or dY·Wᵀ (in_out).
+  ref::linear_backward_dx<T>(p.layout, M, N, K, t.dy.data(), t.w.data(), t.out[1].reference.data());
+  ref::magnitude_backward_dx<T>(p.layout, M, N, K, t.dy.data(), t.w.data(),
+                                t.out[1].magnitude.data());
+  ref::oracle_forward<T>(flipped, M, K, N, t.dy.data(), t.w.data(), t.out[1].oracle.data());
+  // dW = dYᵀ·X (out_in: dYᵀ (N×M) times X as M-in × K-out) or Xᵀ·dY (in_out).
+  ref::linear_backward_dw<T>(p.layout, M, N, K, t.dy.data(), t.x.data(), t.out[2].reference.data());
+  ref::magnitude_backward_dw<T>(p.layout, M, N, K, t.dy.data(), t.x.data(),
+                                t.out[2].magnitude.data());
+  const auto transpose = [](const std::vector<T>& a, std::size_t r, std::size_t q) {
+    std::vector<T> b(a.size());
+    for (std::size_t i = 0; i < r; ++i)
+      for (std::size_t j = 0; j < q; ++j) b[j * r + i] = a[i * q + j];
+    return b;
+  };
+  if (out_in)
+    ref::oracle_forward<T>(weight_layout::in_out, N, K, M, transpose(t.dy, M, N).data(), t.x.data(),
+                           t.out[2].oracle.data());
+  else
+    ref::oracle_forward<T>(weight_layout::in_out, K, N, M, transpose(t.x, M, K).data(), t.dy.data(),
+                           t.out[2].oracle.data());
+}
+
+}  // namespace
+
+template <class T>
+truth<T> whole_truth(const par::run_case& c) {
+  if (c.prob.layers() != 1)
+    throw invalid_problem("the oracle is a single layer's; " + c.strategy + " runs a stack (H=)");
+  truth<T> t;
+  fill_inputs(c, t);
+  if constexpr (is_16bit_v<T>) {
+    // Widened to f32 (exact), the reference summed there (sgemm) and rounded to T once; the
+    // oracle and the magnitudes of the same (exact) products.
+    truth<float> w;
+    const auto widen = [](const std::vector<T>& v) {
+      std::vector<float> out(v.size());
+      ref::widen<T>(v.data(), v.size(), out.data());
+      return out;
+    };
+    w.x = widen(t.x);
+    w.w = widen(t.w);
+    w.dy = widen(t.dy);
+    compute_outputs(c, w);
+    for (int i = 0; i < 3; ++i) {
+      auto& o = t.out[i];
+      auto& wo = w.out[i];
+      o.name = wo.name;
+      o.rows = wo.rows;
+      o.cols = wo.cols;
+      o.k_ref = wo.k_ref;
+      o.reference.resize(wo.reference.size());
+      ref::narrow<T>(wo.reference.data(), wo.reference.size(), o.reference.data());
+      o.unrounded = std::move(wo.reference);
+      o.oracle = std::move(wo.oracle);
+      o.magnitude = std::move(wo.magnitude);
+    }
+  } else {
+    compute_outputs(c, t);
+  }
+  return t;
+}
+
+template truth<float> whole_truth<float>(const par::run_case&);
+template truth<double> whole_truth<double>(const par::run_case&);
+template truth<bfloat16_t> whole_truth<bfloat16_t>(const par::run_case&);
+template truth<half_t> whole_truth<half_t>(const par::run_case&);
+
+// --- the judge --------------------------------------------------------------------------------
+
+template <class T>
+judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols, const T* got,
+                      const wide_t<T>* want, const double* mag, const double* stat_bound,
+                      const double* unit_mag) {
+  judgement j;
+  const std::size_t n = rows * cols;
+  if (n == 0) return j;
+  const double u = ref::unit_roundoff(tol.type);
+  const bool stat_on = tol.per_element ? stat_bound != nullptr : tol.tier.lambda > 0;
+  const double* stat_mag = stat_bound != nullptr ? stat_bound : mag;
+  // ref::element_bound's inflation for mag's own rounding (1 for a stack's bounds: k_mag 0), as
+  // a bound per unit of mag, once per block.
+  const double inflate = 1.0 - ref::gamma(tol.k_mag, dtype::f64);
+  const auto per_mag = [&](double factor) -> double {
+    return inflate > 0.0 ? factor / inflate : INFINITY;
+  };
+  const double rig_per_mag = per_mag(tol.rigorous), stat_per_mag = per_mag(tol.statistical);
+  const auto bound_of = [](double per, double m) -> double { return m == 0.0 ? 0.0 : per * m; };
+  const auto share = [](double err, double bound) {
+    return err == 0 ? 0.0 : bound > 0 ? err / bound : INFINITY;
+  };
+  ref::compare_options nonfinite_rule;  // the non-finite branch of compare_block alone
+  nonfinite_rule.bitwise = true;
+  error_cell& w = j.worst;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double g = static_cast<double>(static_cast<wide_t<T>>(got[i]));
+    const double e = want[i];
+    if (!std::isfinite(g) || !std::isfinite(e)) {
+      bool fails = false;
+      if constexpr (is_16bit_v<T>)
+        fails = ref::compare_window<T>(1, 1, got + i, 1, want + i, 1, mag + i, 1, tol.rigorous,
+                                       tol.k_mag, false)
+                    .has_value();
+      else
+        fails = ref::compare_block<T>(1, 1, got + i, 1, want + i, 1, nullptr, 1, nonfinite_rule)
+                    .has_value();
+      if (fails) ++j.nonfinite;
+      continue;
+    }
+    const double err = std::abs(g - e);
+    j.max_err = std::max(j.max_err, err);
+    if (unit_mag[i] > 0) w.err_u_mag = std::max(w.err_u_mag, err / (u * unit_mag[i]));
+    if (tol.bitwise) continue;
+    if constexpr (is_16bit_v<T>) {
+      w.rigorous =
+          std::max(w.rigorous, ref::window_share<T>(got[i], e, mag[i], tol.rigorous, tol.k_mag));
+      if (stat_on)
+        w.statistical = std::max(w.statistical, ref::window_share<T>(got[i], e, stat_mag[i],
+                                                                     tol.statistical, tol.k_mag));
+    } else {
+      w.rigorous = std::max(w.rigorous, share(err, bound_of(rig_per_mag, mag[i])));
+      if (stat_on)
+        w.statistical = std::max(w.statistical, share(err, bound_of(stat_per_mag, stat_mag[i])));
+    }
+  }
+  if constexpr (is_16bit_v<T>) {
+    j.first = ref::compare_window<T>(rows, cols, got, cols, want, cols, mag, cols, tol.rigorous,
+                                     tol.k_mag, tol.bitwise);
+    if (!j.first && !tol.bitwise && stat_on) {
+      j.first = ref::compare_window<T>(rows, cols, got, cols, want, cols, stat_mag, cols,
+                                       tol.statistical, tol.k_mag, false);
+      j.statistical = j.first.has_value();
+      if (j.first && j.first->reason == "window") j.first->reason = "statistical";
+    }
+    if (j.first) j.reference = want[j.first->row * cols + j.first->col];
+  } else {
+    ref::compare_options opt;
+    opt.bitwise = tol.bitwise;
+    opt.mag_is_bound = tol.per_element;
+    opt.k_par = tol.k_par;
+    opt.k_ref = tol.k_ref;
+    opt.k_mag = tol.k_mag;
+    opt.lambda = tol.per_element ? 0 : tol.tier.lambda;
+    opt.stat_bound = tol.per_element ? stat_bound : nullptr;
+    j.first = ref::compare_block<T>(rows, cols, got, cols, want, cols, mag, cols, opt);
+    j.statistical = j.first && j.first->reason == "statistical";
+    if (j.first) j.reference = j.first->expected;
+  }
+  return j;
+}
+
+template judgement judge_block<float>(const tolerance&, std::size_t, std::size_t, const float*,
+                                      const float*, const double*, const double*, const double*);
+template judgement judge_block<double>(const tolerance&, std::size_t, std::size_t, const double*,
+                                       const double*, const double*, const double*, const double*);
+template judgement judge_block<bfloat16_t>(const tolerance&, std::size_t, std::size_t,
+                                           const bfloat16_t*, const float*, const double*,
+                                           const double*, const double*);
+template judgement judge_block<half_t>(const tolerance&, std::size_t, std::size_t, const half_t*,
+                                       const float*, const double*, const double*, const double*);
+
+judgement judge_block(const tolerance& tol, const any_matrix& got, const block_reference& want) {
+  return std::visit(
+      [&](const auto& g) {
+        using T = typename std::decay_t<decltype(g.data)>::value_type;
+        const auto& w = std::get<matrix<wide_t<T>>>(want.value);
+        return judge_block<T>(tol, g.rows, g.cols, g.data.data(), w.data.data(), want.mag.data(),
+                              want.stat_bound.empty() ? nullptr : want.stat_bound.data(),
+                              want.unit_mag().data());
+      },
+      got);
+}
+
+std::string describe(const judgement& j, const tolerance& tol, const std::string& where) {
+  if (!j.first) return {};
+  const ref::mismatch& bad = *j.first;
+  std::ostringstream os;
+  os.precision(17);
+  os << where << ": got " << bad.got << ", expected " << bad.expected;
+  const std::string type(to_string(tol.type));
+  if (tol.window) {
+    os << " (the f32 reference " << j.reference << " rounded to " << type << ")";
+    const double err = std::abs(bad.got - j.reference);
+    if (tol.bitwise) {
+      os << " (exact mode: bitwise equality required)";
+    } else if (tol.per_element) {
+      os.precision(3);
+      os << ", " << (j.statistical ? "statistical " : "") << "stack window ±" << bad.bound
+         << " around the f32 reference (" << to_string(tol.policy) << ", hidden tensors stored in "
+         << type << "), error = " << (bad.bound > 0 ? err / bad.bound : INFINITY) << "·bound";
+      if (j.statistical)
+        os << " (λ = " << tol.tier.lambda << ", false-alarm probability " << tol.tier.p_fail << ")";
+    } else {
+      os << ", " << (j.statistical ? "statistical " : "") << "window ±" << bad.bound
+         << " around the f32 reference (" << to_string(tol.policy) << ", k_par=" << tol.k_par
+         << " of which reduced " << tol.k_red << ", k_ref=" << tol.k_ref
+         << "), error = " << bad.ratio << "·u·mag";
+      if (j.statistical)
+        os << " = " << (bad.bound > 0 ? err / bad.bound : INFINITY)
+           << "·bound (λ = " << tol.tier.lambda << ", false-alarm probability " << tol.tier.p_fail
+           << ")";
+    }
+  } else if (tol.bitwise) {
+    os << " (exact mode: bitwise equality required)";
+  } else if (bad.reason == "statistical") {
+    os.precision(3);
+    os << ", statistical bound " << bad.bound << " (λ=" << tol.tier.lambda;
+    if (!tol.per_element) os << ", k_par=" << tol.k_par << ", k_ref=" << tol.k_ref;
+    os << "), error = " << bad.ratio << "·bound; within the rigorous bound, above the "
+       << "statistical one, which a correct kernel exceeds on a case with probability ≤ "
+       << tol.tier.p_fail << " (independent mean-zero rounding errors)";
+  } else if (tol.per_element) {
+    os << ", stack bound " << bad.bound << ", error = " << bad.ratio << "·bound";
+  } else {
+    os << ", bound " << bad.bound << " (k_par=" << tol.k_par << ", k_ref=" << tol.k_ref
+       << "), error = " << bad.ratio << "·u·mag";
+  }
+  if (!bad.reason.empty()) os << " [" << bad.reason << "]";
+  return os.str();
+}
+
+// --- shares against the oracle ----------------------------------------------------------------
+
+oracle_shares oracle_shares_of(double max_u_mag, std::int64_t k, std::int64_t elements, dtype t) {
+  const double u = ref::unit_roundoff(t), ud = ref::unit_roundoff(dtype::f64);
+  oracle_shares s;
+  const double events = std::max(1.0, static_cast<double>(elements) * static_cast<double>(k));
+  s.lambda = ref::lambda_for(events, ref::statistical_p_fail, u);
+  const double allowed_rig = ref::gamma(k, t) + ud,
+               allowed_stat = ref::gamma_tilde(k, u, s.lambda) + ud;
+  s.rigorous = max_u_mag * u / allowed_rig;
+  s.statistical = max_u_mag * u / allowed_stat;
+  return s;
+}
+
+namespace {
+
+template <class T>
+oracle_shares window_shares(const std::vector<double>& got, const std::vector<double>& oracle,
+                            const std::vector<double>& mag, std::int64_t k_loc, std::int64_t k_red,
+                            std::int64_t k_mag, dtype storage,
+                            const std::optional<precision>& policy) {
+  const double ud = ref::unit_roundoff(dtype::f64);
+  const std::int64_t k = std::max<std::int64_t>(k_loc + k_red, 1);
+  const double u =
+      policy ? std::max(ref::unit_roundoff(policy->acc), ref::unit_roundoff(policy->reduce))
+             : ref::unit_roundoff(dtype::f32);
+  oracle_shares s;
+  const double events = std::max(1.0, static_cast<double>(oracle.size()) * static_cast<double>(k));
+  s.lambda = ref::lambda_for(events, ref::statistical_p_fail, u);
+  const double f_rig =
+      (policy ? ref::policy_factor(k_loc, k_red, storage, *policy) : ref::gamma(k, dtype::f32)) +
+      ud;
+  const double f_stat =
+      (policy ? ref::policy_factor_statistical(k_loc, k_red, storage, *policy, s.lambda)
+              : ref::gamma_tilde(k, ref::unit_roundoff(dtype::f32), s.lambda)) +
+      ud;
+  for (std::size_t i = 0; i < oracle.size(); ++i) {
+    if (!std::isfinite(got[i]) || !std::isfinite(oracle[i])) continue;
+    const T g = static_cast<T>(static_cast<float>(got[i]));  // a T's value: exact
+    s.rigorous = std::max(s.rigorous, ref::window_share<T>(g, oracle[i], mag[i], f_rig, k_mag));
+    s.statistical =
+        std::max(s.statistical, ref::window_share<T>(g, oracle[i], mag[i], f_stat, k_mag));
+  }
+  return s;
+}
+
+}  // namespace
+
+oracle_shares oracle_window_shares(const std::vector<double>& got,
+                                   const std::vector<double>& oracle,
+                                   const std::vector<double>& mag, std::int64_t k_loc,
+                                   std::int64_t k_red, std::int64_t k_mag, dtype storage,
+                                   const std::optional<precision>& policy) {
+  return storage == dtype::bf16
+             ? window_shares<bfloat16_t>(got, oracle, mag, k_loc, k_red, k_mag, storage, policy)
+             : window_shares<half_t>(got, oracle, mag, k_loc, k_red, k_mag, storage, policy);
+}
+
+double tier_bound_in_u(std::int64_t k, dtype t, double lambda) {
+  const double u = ref::unit_roundoff(t);
+  return (lambda > 0 ? ref::gamma_tilde(k, u, lambda) : ref::gamma(k, t)) / u;
+}
+
+template matrix<float> case_values<float>(const par::run_case&, tensor_slot,
+                                          std::span<const par::index_run>,
+                                          std::span<const par::index_run>);
+template matrix<double> case_values<double>(const par::run_case&, tensor_slot,
+                                            std::span<const par::index_run>,
+                                            std::span<const par::index_run>);
+template matrix<bfloat16_t> case_values<bfloat16_t>(const par::run_case&, tensor_slot,
+                                                    std::span<const par::index_run>,
+                                                    std::span<const par::index_run>);
+template matrix<half_t> case_values<half_t>(const par::run_case&, tensor_slot,
+                                            std::span<const par::index_run>,
+                                            std::span<const par::index_run>);
+template matrix<float> case_values<float>(const par::run_case&, tensor_slot, std::int64_t,
+                                          std::int64_t, std::int64_t, std::int64_t);
+template matrix<double> case_values<double>(const par::run_case&, tensor_slot, std::int64_t,
+                                            std::int64_t, std::int64_t, std::int64_t);
+template matrix<bfloat16_t> case_values<bfloat16_t>(const par::run_case&, tensor_slot, std::int64_t,
+                                                    std::int64_t, std::int64_t, std::int64_t);
+template matrix<half_t> case_values<half_t>(const par::run_case&, tensor_slot, std::int64_t,
+                                            std::int64_t, std::int64_t, std::int64_t);
+
+}  // namespace shardcheck::prop
