@@ -3,8 +3,9 @@
 # beside the default Open MPI: a second tree configured with MPICH's compiler wrappers and
 # launcher (tests and benchmarks off), `verify` of every strategy under MPICH's mpiexec at 2 and 4
 # ranks, then the raw-MPI outside kernel (examples/outside_kernel) built against that tree's
-# installed package and run through its ctest (label example). The system's default MPI is left
-# as it is. SHARDCHECK_MPICH_BUILD names the tree (default: <build>-mpich).
+# installed package and run through its ctest (label example). Called by ci/test.sh. The
+# system's default MPI is left as it is. SHARDCHECK_MPICH_BUILD names the tree (default:
+# <build>-mpich).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 build=${SHARDCHECK_MPICH_BUILD:-$SHARDCHECK_BUILD-mpich}
@@ -29,4 +30,6 @@ cp -r "$SHARDCHECK_ROOT/examples/outside_kernel" "$work/src"
 cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release "${mpich[@]}" \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_FLAGS="-Wall -Wextra -Wpedantic -Werror" >/dev/null
 cmake --build "$work/build" -j "$(nproc)"
-ctest --test-dir "$work/build" --output-on-failure -L example "$@"
+# Its 200-case runs at 3 and 4 ranks are left to the Open MPI tree (about two minutes each under
+# MPICH on two cores); 4 ranks are covered above and by its negative tests.
+ctest --test-dir "$work/build" --output-on-failure -L example -E 'raw_data_parallel[.]ranks[34]$' "$@"
