@@ -35,6 +35,7 @@
 #include <shardcheck/parallel/kernel.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace mylab {
 namespace sc = shardcheck::par;
@@ -51,8 +52,8 @@ class petsc_mat {
   ~petsc_mat() {
     if (m_ != nullptr) MatDestroy(&m_);
   }
-  petsc_mat(const petsc_mat&) = delete;
-  petsc_mat& operator=(const petsc_mat&) = delete;
+  petsc_mat(petsc_mat&& o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
+  petsc_mat& operator=(petsc_mat&&) = delete;
   [[nodiscard]] Mat get() const { return m_; }
   [[nodiscard]] Mat* out() { return &m_; }
 
