@@ -5,6 +5,10 @@ packages=(g++ cmake make pkg-config libopenmpi-dev openmpi-bin libopenblas-dev l
           libgtest-dev libbenchmark-dev libscalapack-openmpi-dev libcli11-dev nlohmann-json3-dev
           libpugixml-dev clang-format git python3-junitparser python3-numpy gnuplot-nox clang
           libclang-rt-14-dev)
+# MPICH beside Open MPI (ci/mpich.sh); Open MPI stays the system's default MPI.
+packages+=(libmpich-dev mpich)
+# PETSc's MATMPIDENSE products as an outside kernel (examples/petsc, ci/petsc_kernel.sh).
+packages+=(petsc-dev)
 # Eigen's bfloat16 and half: the bf16 / f16 storage dtypes (reference/mixed.hpp).
 packages+=(libeigen3-dev)
 missing=()

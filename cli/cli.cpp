@@ -1391,8 +1391,11 @@ int cli_main(int argc, char** argv, par::registry extra) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // Under mpirun every rank parses the same arguments: one message, from rank 0.
-    if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK"); r != nullptr && std::string(r) != "0")
+    // Under mpirun every rank parses the same arguments: one message, from rank 0 (Open MPI
+    // names the rank in OMPI_COMM_WORLD_RANK, MPICH's hydra in PMI_RANK).
+    const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (r == nullptr) r = std::getenv("PMI_RANK");
+    if (r != nullptr && std::string(r) != "0")
       return e.get_exit_code() == 0 ? prop::exit_code::pass : prop::exit_code::usage;
     const int code = app.exit(e);
     return code == 0 ? prop::exit_code::pass : prop::exit_code::usage;

@@ -9,12 +9,25 @@ macro(_shardcheck_test_environment out)
   set(${out} "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OPENBLAS_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1")
 endmacro()
 
+# The launcher's flag for more ranks than cores: Open MPI's mpiexec refuses them without
+# --oversubscribe; MPICH's hydra takes them as they are and knows no such flag.
+set(_shardcheck_oversubscribe "")
+if(MPIEXEC_EXECUTABLE)
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _shardcheck_mpiexec
+                  ERROR_QUIET)
+  if(_shardcheck_mpiexec MATCHES "Open ?MPI|OpenRTE")
+    set(_shardcheck_oversubscribe --oversubscribe)
+  endif()
+endif()
+set_property(GLOBAL PROPERTY shardcheck_oversubscribe "${_shardcheck_oversubscribe}")
+
 # shardcheck_add_mpi_test(NAME name NPROCS n COMMAND exe args... [LABELS l...] [TIMEOUT s])
 # Runs `mpiexec -n n exe args` as a ctest entry, as root and oversubscribed where needed.
 function(shardcheck_add_mpi_test)
   cmake_parse_arguments(T "" "NAME;NPROCS;TIMEOUT" "COMMAND;LABELS" ${ARGN})
+  get_property(oversubscribe GLOBAL PROPERTY shardcheck_oversubscribe)
   add_test(NAME ${T_NAME}
-           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NPROCS} --oversubscribe
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NPROCS} ${oversubscribe}
                    ${MPIEXEC_PREFLAGS} ${T_COMMAND} ${MPIEXEC_POSTFLAGS})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
@@ -67,13 +80,14 @@ function(shardcheck_add_kernel_test)
     list(APPEND verify --corpus ${T_CORPUS})
   endif()
   get_property(helpers_dir GLOBAL PROPERTY shardcheck_helpers_dir)
+  get_property(oversubscribe GLOBAL PROPERTY shardcheck_oversubscribe)
   _shardcheck_test_environment(environment)
   foreach(n IN LISTS T_RANKS)
     set(seed ${n})
     if(T_SEED)
       set(seed ${T_SEED})
     endif()
-    set(command ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} --oversubscribe
+    set(command ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} ${oversubscribe}
                 ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${T_TARGET}> ${verify} --seed ${seed} ${T_ARGS}
                 ${MPIEXEC_POSTFLAGS})
     if(DEFINED T_EXPECT_FAIL)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -40,10 +41,32 @@ environment::~environment() {
 
 namespace {
 
+// Runs free_it(handle) when MPI finalises: MPI_Finalize deletes MPI_COMM_SELF's attributes first,
+// so a datatype or op made once for the whole run is released before MPI checks for leaks
+// (MPICH reports each handle still alive at MPI_Finalize).
+template <class Handle, int (*Free)(Handle*)>
+void free_at_finalize(Handle h) {
+  static_assert(sizeof(Handle) <= sizeof(void*));
+  void* state = nullptr;
+  std::memcpy(&state, &h, sizeof(Handle));
+  const auto on_delete = [](MPI_Comm, int keyval, void*, void* extra) {
+    Handle handle{};
+    std::memcpy(&handle, &extra, sizeof(Handle));
+    Free(&handle);
+    MPI_Comm_free_keyval(&keyval);
+    return MPI_SUCCESS;
+  };
+  int keyval = MPI_KEYVAL_INVALID;
+  check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_delete, &keyval, state),
+            "MPI_Comm_create_keyval");
+  check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr), "MPI_Comm_set_attr");
+}
+
 MPI_Datatype make_2_byte_type() {
   MPI_Datatype t = MPI_DATATYPE_NULL;
   check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &t), "MPI_Type_contiguous");
   check_mpi(MPI_Type_commit(&t), "MPI_Type_commit");
+  free_at_finalize<MPI_Datatype, MPI_Type_free>(t);
   return t;
 }
 
@@ -88,8 +111,12 @@ MPI_Datatype mpi_type(dtype t) {
 MPI_Op sum_op(dtype t) {
   if (!is_storage16(t)) return MPI_SUM;
   static const MPI_Op op = [] {
+    // Declared non-commutative: MPI then combines the contributions in rank order on every rank.
+    // As commutative, MPICH adds a + b on one rank and b + a on another, and two NaNs of
+    // different sign or payload give each rank different bits (replicas would differ).
     MPI_Op o = MPI_OP_NULL;
-    check_mpi(MPI_Op_create(&sum_16, 1, &o), "MPI_Op_create");
+    check_mpi(MPI_Op_create(&sum_16, 0, &o), "MPI_Op_create");
+    free_at_finalize<MPI_Op, MPI_Op_free>(o);
     return o;
   }();
   return op;

@@ -106,10 +106,17 @@ std::vector<std::pair<std::string, std::string>> collective_mca_settings() {
   return out;
 }
 
+std::string launch_command(int ranks) {
+#if defined(MPICH_VERSION)
+  return "mpiexec -n " + std::to_string(ranks);
+#else
+  return "mpirun -n " + std::to_string(ranks) + " --oversubscribe";
+#endif
+}
+
 std::string replay_command(std::string_view program, const par::run_case& c, unsigned mask) {
   // Appended piece by piece: GCC 12 warns (-Wrestrict) on `"literal" + std::string` here.
-  std::string out = "mpirun -n ";
-  out.append(std::to_string(c.p)).append(" --oversubscribe");
+  std::string out = launch_command(c.p);
   for (const auto& [name, value] : collective_mca_settings())
     out.append(" --mca ").append(shell_quoted(name)).append(" ").append(shell_quoted(value));
   out.append(" ").append(shell_quoted(program)).append(" verify");

@@ -169,11 +169,10 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
   std::fprintf(out, "\ncaught: %d of the %d cells whose fault acted\n", caught_cells, acted_cells);
   std::fprintf(out, "\ncells whose fault acted and no property failed (findings):\n");
   for (const mutant_cell* c : missed)
-    std::fprintf(out,
-                 "  %s in %d cases; replay: mpirun -n %d --oversubscribe %s verify "
-                 "--strategy %s --cases %d --seed %llu\n",
-                 c->name.c_str(), results[c->name].cases, d.ranks(), program.c_str(),
-                 c->name.c_str(), o.cases, static_cast<unsigned long long>(o.seed));
+    std::fprintf(
+        out, "  %s in %d cases; replay: %s %s verify --strategy %s --cases %d --seed %llu\n",
+        c->name.c_str(), results[c->name].cases, launch_command(d.ranks()).c_str(), program.c_str(),
+        c->name.c_str(), o.cases, static_cast<unsigned long long>(o.seed));
   if (missed.empty()) std::fprintf(out, "  none\n");
   if (!idle.empty()) {
     std::fprintf(out,

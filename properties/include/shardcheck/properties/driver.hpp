@@ -129,6 +129,9 @@ class driver {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> case_log_{nullptr, &std::fclose};
 };
 
+// How this build's MPI launches `ranks` processes, as a replay line starts: Open MPI's
+// `mpirun -n 2 --oversubscribe`; MPICH's hydra oversubscribes without a flag: `mpiexec -n 2`.
+[[nodiscard]] std::string launch_command(int ranks);
 // The command that replays a case, checking the properties in `mask`, under the Open MPI settings
 // in force that change collective behaviour: every OMPI_MCA_coll* variable of the environment
 // (mpirun --mca coll_tuned_allreduce_algorithm 4 sets OMPI_MCA_coll_tuned_allreduce_algorithm=4

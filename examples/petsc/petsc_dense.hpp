@@ -1,0 +1,190 @@
+// PETSc's MATMPIDENSE products as a kernel of one's own project, gated by shardcheck. A MATMPIDENSE
+// matrix is split by rows (each rank its rows, every column, column-major); the adapter hands
+// PETSc shardcheck's row blocks as they are and takes the products' row blocks back:
+//   out_in  Y  = X·Wᵀ   MatMatTransposeMult(X, W)    one MPI_Allgatherv of W's rows
+//           dX = dY·W   MatMatMult(dY, W)            column by column: MatMult, dY · W(:, j)
+//           dW = dYᵀ·X  MatTransposeMatMult(dY, X)   local dYᵀ·X, then MPI_Reduce_scatter
+//   in_out  Y  = X·W    MatMatMult(X, W)
+//           dX = dY·Wᵀ  MatMatTransposeMult(dY, W)
+//           dW = Xᵀ·dY  MatTransposeMatMult(X, dY)
+// Every tensor is S(0) on a 1-axis mesh of p ranks: X, Y, dY, dX by the case's partition of M, W
+// and dW by that of their rows (N for out_in, K for in_out); uneven and empty parts are PETSc's
+// too. A matrix's column layout (PETSc's "local columns": which entries of a vector it multiplies
+// this rank keeps) is that partition of its column dimension when the case has one, PETSc's
+// PETSC_DECIDE split otherwise, so that each product's operands agree as PETSc requires. Example,
+// out_in on p = 2, M = 3 (part.M=2,1), N = 4 (part.N=1,3), K = 5: rank 0 holds X rows 0–1,
+// W row 0; MatMatTransposeMult gathers all 4 rows of W on both ranks and rank 0 computes Y rows
+// 0–1 with one local dgemm.
+//
+// PETSc is initialised once per process by the check program (main.cpp), on the MPI shardcheck
+// runs; every matrix lives on the mesh's communicator, so the MPI calls PETSc makes on the
+// communicator it derives from it reach shardcheck's ledger.
+//
+// Claims.
+//   chains: Y K, dX N, dW M's largest part + p − 1. Y is one local dgemm over all K (the
+//     gathered Wᵀ), dX one local dgemv per column over all N, dW a local dgemm over this rank's
+//     rows of M whose partial sums MPI_Reduce_scatter adds in an order MPI chooses (p − 1 at
+//     worst). in_out has the same chains: Y a dgemv over all K per column, dX a dgemm over all N
+//     (the gathered W), dW as out_in.
+//   collectives, memory: not claimed.
+#pragma once
+#include <mpi.h>
+#include <petscmat.h>
+
+#include <cstdint>
+#include <shardcheck/parallel/kernel.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace mylab {
+namespace sc = shardcheck::par;
+
+// A PETSc error code as an exception naming the call.
+inline void petsc_check(PetscErrorCode rc, const char* what) {
+  if (rc != 0) throw std::runtime_error(std::string(what) + ": PETSc error " + std::to_string(rc));
+}
+
+// A Mat, destroyed with its scope.
+class petsc_mat {
+ public:
+  petsc_mat() = default;
+  ~petsc_mat() {
+    if (m_ != nullptr) MatDestroy(&m_);
+  }
+  petsc_mat(petsc_mat&& o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
+  petsc_mat& operator=(petsc_mat&&) = delete;
+  [[nodiscard]] Mat get() const { return m_; }
+  [[nodiscard]] Mat* out() { return &m_; }
+
+ private:
+  Mat m_ = nullptr;
+};
+
+class petsc_dense : public sc::kernel {
+ public:
+  explicit petsc_dense(std::string name = "petsc_dense") {
+    info_.name = std::move(name);
+    info_.summary =
+        "PETSc's MATMPIDENSE products: MatMatTransposeMult, MatMatMult, MatTransposeMatMult";
+    info_.dtypes = {shardcheck::dtype::f64};  // PetscScalar is double in this PETSc
+  }
+  const sc::kernel_info& info() const override { return info_; }
+
+  sc::layout placement(sc::tensor_slot, const sc::run_case&) const override {
+    return {sc::placement::S(0)};
+  }
+
+  sc::claims cost(const sc::run_case& c, std::span<const int>) const override {
+    sc::claims out;
+    const std::int64_t depth = sc::reduction_depth(sc::backend::mpi, sc::collective::reduce_scatter,
+                                                   c.p, c.prob.N * c.prob.K);
+    out.chains = std::vector<sc::chain_lengths>{
+        {c.prob.K, c.prob.N, c.part("M").max_size() + depth, {.dw = depth}}};
+    return out;
+  }
+
+  void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
+    io.visit([&]<class T>(const sc::matrix<T>& x, sc::weights<T> w, sc::matrix<T>& y) {
+      if constexpr (std::is_same_v<T, double>) {
+        const MPI_Comm comm = ctx.grid.all().native_handle();
+        const auto& p = c.prob;
+        const bool out_in = p.layout == shardcheck::weight_layout::out_in;
+        const petsc_mat xm = to_petsc(comm, c, x, "M", "K");
+        const petsc_mat wm =
+            out_in ? to_petsc(comm, c, w[0], "N", "K") : to_petsc(comm, c, w[0], "K", "N");
+        petsc_mat ym;
+        if (out_in)
+          petsc_check(
+              MatMatTransposeMult(xm.get(), wm.get(), MAT_INITIAL_MATRIX, PETSC_DEFAULT, ym.out()),
+              "MatMatTransposeMult");
+        else
+          petsc_check(MatMatMult(xm.get(), wm.get(), MAT_INITIAL_MATRIX, PETSC_DEFAULT, ym.out()),
+                      "MatMatMult");
+        y = from_petsc(ym.get());
+      }
+    });
+  }
+
+  void backward(sc::context& ctx, const sc::run_case& c, const sc::backward_io& io) const override {
+    io.visit([&]<class T>(const sc::matrix<T>& x, sc::weights<T> w, const sc::matrix<T>& dy,
+                          sc::matrix<T>& dx, sc::gradients<T> dws) {
+      if constexpr (std::is_same_v<T, double>) {
+        const MPI_Comm comm = ctx.grid.all().native_handle();
+        const bool out_in = c.prob.layout == shardcheck::weight_layout::out_in;
+        const petsc_mat xm = to_petsc(comm, c, x, "M", "K");
+        const petsc_mat wm =
+            out_in ? to_petsc(comm, c, w[0], "N", "K") : to_petsc(comm, c, w[0], "K", "N");
+        const petsc_mat dym = to_petsc(comm, c, dy, "M", "N");
+        petsc_mat dxm, dwm;
+        if (out_in) {
+          petsc_check(MatMatMult(dym.get(), wm.get(), MAT_INITIAL_MATRIX, PETSC_DEFAULT, dxm.out()),
+                      "MatMatMult");
+          petsc_check(MatTransposeMatMult(dym.get(), xm.get(), MAT_INITIAL_MATRIX, PETSC_DEFAULT,
+                                          dwm.out()),
+                      "MatTransposeMatMult");
+        } else {
+          petsc_check(MatMatTransposeMult(dym.get(), wm.get(), MAT_INITIAL_MATRIX, PETSC_DEFAULT,
+                                          dxm.out()),
+                      "MatMatTransposeMult");
+          petsc_check(MatTransposeMatMult(xm.get(), dym.get(), MAT_INITIAL_MATRIX, PETSC_DEFAULT,
+                                          dwm.out()),
+                      "MatTransposeMatMult");
+        }
+        dx = from_petsc(dxm.get());
+        dws[0] = from_petsc(dwm.get());
+      }
+    });
+  }
+
+ private:
+  // This rank's share of dimension `dim` where the case splits it, PETSC_DECIDE elsewhere.
+  static PetscInt local_size(const sc::run_case& c, const char* dim, int rank) {
+    const auto it = c.parts.find(dim);
+    return it == c.parts.end() ? PETSC_DECIDE : static_cast<PetscInt>(it->second.size(rank));
+  }
+
+  // A rows × cols MATMPIDENSE holding this rank's row block m (row-major) in PETSc's column-major
+  // local array.
+  static petsc_mat to_petsc(MPI_Comm comm, const sc::run_case& c, const sc::matrix<double>& m,
+                            const char* rows, const char* cols) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    petsc_mat a;
+    petsc_check(MatCreateDense(comm, static_cast<PetscInt>(m.rows), local_size(c, cols, rank),
+                               sc::dim_length(c.prob, rows), sc::dim_length(c.prob, cols), nullptr,
+                               a.out()),
+                "MatCreateDense");
+    PetscScalar* data = nullptr;
+    PetscInt lda = 0;
+    petsc_check(MatDenseGetLDA(a.get(), &lda), "MatDenseGetLDA");
+    petsc_check(MatDenseGetArrayWrite(a.get(), &data), "MatDenseGetArrayWrite");
+    for (std::size_t i = 0; i < m.rows; ++i)
+      for (std::size_t j = 0; j < m.cols; ++j)
+        data[j * static_cast<std::size_t>(lda) + i] = m.row(i)[j];
+    petsc_check(MatDenseRestoreArrayWrite(a.get(), &data), "MatDenseRestoreArrayWrite");
+    petsc_check(MatAssemblyBegin(a.get(), MAT_FINAL_ASSEMBLY), "MatAssemblyBegin");
+    petsc_check(MatAssemblyEnd(a.get(), MAT_FINAL_ASSEMBLY), "MatAssemblyEnd");
+    return a;
+  }
+
+  // This rank's rows of a MATMPIDENSE, row-major.
+  static sc::matrix<double> from_petsc(Mat a) {
+    PetscInt local_rows = 0, cols = 0, lda = 0;
+    petsc_check(MatGetLocalSize(a, &local_rows, nullptr), "MatGetLocalSize");
+    petsc_check(MatGetSize(a, nullptr, &cols), "MatGetSize");
+    petsc_check(MatDenseGetLDA(a, &lda), "MatDenseGetLDA");
+    const PetscScalar* data = nullptr;
+    petsc_check(MatDenseGetArrayRead(a, &data), "MatDenseGetArrayRead");
+    sc::matrix<double> m(static_cast<std::size_t>(local_rows), static_cast<std::size_t>(cols));
+    for (std::size_t i = 0; i < m.rows; ++i)
+      for (std::size_t j = 0; j < m.cols; ++j)
+        m.row(i)[j] = data[j * static_cast<std::size_t>(lda) + i];
+    petsc_check(MatDenseRestoreArrayRead(a, &data), "MatDenseRestoreArrayRead");
+    return m;
+  }
+
+  sc::kernel_info info_;
+};
+
+}  // namespace mylab
