@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "plotting.hpp"
+#include "runner.hpp"
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/properties/driver.hpp"
+#include "shardcheck/properties/exit_codes.hpp"
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "shardcheck/reference/mixed.hpp"
@@ -651,7 +653,9 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
   c->add_option("--backend", o.backends, "Backends (repeatable; default: native and mpi)");
   c->add_option("--M", o.m, "Rows of X")->capture_default_str();
   c->add_option("--N", o.n, "Output features")->capture_default_str();
-  c->add_option("--seed", o.seed, "Seed of the uniform values")->capture_default_str();
+  c->add_option("--seed", o.seed, "Seed of the uniform values")
+      ->capture_default_str()
+      ->check(runner::unsigned_integer());
   c->add_flag("--quiet", o.quiet, "No progress bar");
   return c;
 }
@@ -723,18 +727,8 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
           std::find(all_types.begin(), all_types.end(), t) == all_types.end())
         all_types.push_back(t);
   if (!o.out.empty()) {
-    std::string bad;
-    if (rank == 0) {
-      std::error_code ec;
-      std::filesystem::create_directories(o.out, ec);
-      std::ofstream f(o.out + "/.audit_write_test");
-      if (ec || !f) bad = "--out: cannot write into " + o.out;
-      f.close();
-      std::filesystem::remove(o.out + "/.audit_write_test", ec);
-    }
-    int flag = bad.empty() ? 0 : 1;
-    MPI_Bcast(&flag, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (flag != 0) throw usage_error("--out: cannot write into " + o.out);
+    runner::prepare_out_dir("--out", o.out);
+    if (rank == 0) runner::partial_file((std::filesystem::path(o.out) / "audit.json").string());
   }
   const std::int64_t limit = prop::default_memory_limit_here();
   // Rank 0 holds the whole truth of the largest size: the inputs, and per output its reference,
@@ -836,6 +830,12 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     }
   std::size_t total = 0;
   for (const auto& l : by_size) total += l.size();
+  if (total == 0) {
+    std::string why;
+    for (const std::string& x : skipped) why += (why.empty() ? "" : "; ") + x;
+    runner::nothing_checked("no cell of the sweep runs" +
+                            (why.empty() ? std::string() : " (" + why + ")"));
+  }
   std::vector<par::comm> subs;  // subs[p − 1]: ranks 0 … p − 1
   for (int p = 1; p <= ranks; ++p) subs.push_back(world.split(rank < p ? 0 : -1, rank));
 
@@ -944,6 +944,7 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   const double seconds = MPI_Wtime() - t0;
   const json mpi = open_mpi_settings();
   int status = 0;
+  bool unwritten = false;
   if (rank == 0) {
     const std::vector<group_summary> groups = summarize(cells);
     json sweep = {{"M", o.m},          {"N", o.n},       {"K", ks},       {"p", ps},
@@ -972,66 +973,80 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
                   fmt(g.alpha_chain_k).c_str(), fmt(g.alpha_ref_mean).c_str(),
                   g.flags.empty() ? "-" : flags_text(g.flags).c_str());
     for (const std::string& s : skipped) std::printf("skipped %s\n", s.c_str());
-    if (!o.out.empty()) {
-      namespace fs = std::filesystem;
-      const fs::path dir(o.out);
-      std::vector<std::string> names;
-      for (const auto& e : subjects) names.push_back(e.name);
-      const std::vector<std::string> plots = plot(dir, cells, names);
-      json out;
-      out["command"] = "audit";
-      out["sweep"] = sweep;
-      out["open_mpi"] = mpi;
-      out["seconds"] = seconds;
-      out["rule"] = rule_text;
-      out["growth_slack"] = growth_slack;
-      out["false_alarm_target"] = false_alarm_target;
-      json gs = json::array();
-      for (const group_summary& g : groups)
-        gs.push_back({{"strategy", g.strategy},
-                      {"tensor", g.tensor},
-                      {"dtype", to_string(g.type)},
-                      {"type", g.label},
-                      {"max_err_u_mag", num(g.max_u)},
-                      {"mean_err_u_mag", num(g.mean_u)},
-                      {"reference_max_err_u_mag", num(g.ref_max_u)},
-                      {"reference_mean_err_u_mag", num(g.ref_mean_u)},
-                      {"rigorous_share", num(g.rig)},
-                      {"statistical_share", num(g.stat)},
-                      {"alpha_K_max", num(g.alpha_k_max)},
-                      {"alpha_K_mean", num(g.alpha_k_mean)},
-                      {"alpha_K_chain", num(g.alpha_chain_k)},
-                      {"alpha_K_reference_max", num(g.alpha_ref_max)},
-                      {"alpha_K_reference_mean", num(g.alpha_ref_mean)},
-                      {"alpha_p_max", num(g.alpha_p_max)},
-                      {"alpha_p_mean", num(g.alpha_p_mean)},
-                      {"alpha_p_chain", num(g.alpha_chain_p)},
-                      {"series", g.series},
-                      {"flags", g.flags},
-                      {"flagged", !g.flags.empty()}});
-      out["summary"] = gs;
-      json cj = json::array();
-      for (const cell& c : cells) cj.push_back(cell_json(c));
-      out["cells"] = cj;
-      out["skipped"] = skipped;
-      out["plots"] = plots;
-      std::ofstream(dir / "audit.json") << out.dump(2) << "\n";
-      std::ofstream(dir / "audit.csv") << csv_of(cells);
-      std::ofstream(dir / "audit_summary.md")
-          << summary_md(groups, sweep, mpi, skipped, cells.size(), seconds);
-      if (plots.empty())
-        std::printf(
-            "plots not written: gnuplot was not found or failed (apt-get install "
-            "gnuplot-nox)\n");
-      std::printf("wrote %s/audit.csv, audit.json, audit_summary.md and %zu plots\n", o.out.c_str(),
-                  plots.size());
-    }
+    if (!o.out.empty()) try {
+        namespace fs = std::filesystem;
+        const fs::path dir(o.out);
+        std::vector<std::string> names;
+        for (const auto& e : subjects) names.push_back(e.name);
+        const std::vector<std::string> plots = plot(dir, cells, names);
+        json out;
+        out["command"] = "audit";
+        out["sweep"] = sweep;
+        out["open_mpi"] = mpi;
+        out["seconds"] = seconds;
+        out["rule"] = rule_text;
+        out["growth_slack"] = growth_slack;
+        out["false_alarm_target"] = false_alarm_target;
+        json gs = json::array();
+        for (const group_summary& g : groups)
+          gs.push_back({{"strategy", g.strategy},
+                        {"tensor", g.tensor},
+                        {"dtype", to_string(g.type)},
+                        {"type", g.label},
+                        {"max_err_u_mag", num(g.max_u)},
+                        {"mean_err_u_mag", num(g.mean_u)},
+                        {"reference_max_err_u_mag", num(g.ref_max_u)},
+                        {"reference_mean_err_u_mag", num(g.ref_mean_u)},
+                        {"rigorous_share", num(g.rig)},
+                        {"statistical_share", num(g.stat)},
+                        {"alpha_K_max", num(g.alpha_k_max)},
+                        {"alpha_K_mean", num(g.alpha_k_mean)},
+                        {"alpha_K_chain", num(g.alpha_chain_k)},
+                        {"alpha_K_reference_max", num(g.alpha_ref_max)},
+                        {"alpha_K_reference_mean", num(g.alpha_ref_mean)},
+                        {"alpha_p_max", num(g.alpha_p_max)},
+                        {"alpha_p_mean", num(g.alpha_p_mean)},
+                        {"alpha_p_chain", num(g.alpha_chain_p)},
+                        {"series", g.series},
+                        {"flags", g.flags},
+                        {"flagged", !g.flags.empty()}});
+        out["summary"] = gs;
+        json cj = json::array();
+        for (const cell& c : cells) cj.push_back(cell_json(c));
+        out["cells"] = cj;
+        out["skipped"] = skipped;
+        out["plots"] = plots;
+        out["complete"] = true;
+        runner::write_file((dir / "audit.csv").string(), csv_of(cells));
+        runner::write_file((dir / "audit_summary.md").string(),
+                           summary_md(groups, sweep, mpi, skipped, cells.size(), seconds));
+        runner::write_file((dir / "audit.json").string(), out.dump(2) + "\n");
+        runner::results_final();
+        if (plots.empty())
+          std::printf(
+              "plots not written: gnuplot was not found or failed (apt-get install "
+              "gnuplot-nox)\n");
+        std::printf("wrote %s/audit.csv, audit.json, audit_summary.md and %zu plots\n",
+                    o.out.c_str(), plots.size());
+      } catch (const error& e) {
+        // The other ranks wait for the status: a file not written is told, not thrown.
+        std::fprintf(stderr, "shardcheck: %s\n", runner::escape(e.what()).c_str());
+        unwritten = true;
+      }
     for (const group_summary& g : groups)
       if (!g.flags.empty()) {
         std::printf("FLAGGED %s: %s %s %s\n", g.strategy.c_str(), g.tensor.c_str(), g.label.c_str(),
                     flags_text(g.flags).c_str());
         status = 1;
       }
+    // Every planned cell failed to run: nothing was measured, which is no pass.
+    if (cells.empty()) {
+      std::fprintf(stderr,
+                   "shardcheck: nothing was checked: every cell of the sweep failed to run "
+                   "(each one's reason is above)\n");
+      status = prop::exit_code::usage;
+    }
+    if (unwritten) status = prop::exit_code::usage;
     std::fflush(stdout);
   }
   par::check_mpi(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD), "audit: status");

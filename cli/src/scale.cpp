@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "plotting.hpp"
+#include "runner.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/harness.hpp"
@@ -242,6 +243,10 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
   const int ranks = world.size(), me = world.rank();
   const std::vector<int> workers = parse_workers(o.workers, ranks);
   const dtype type = parse_dtype(o.dtype);
+  // bf16 and f16 cases have no check figures here (their verdict is the window's): scale would
+  // report 0 B of panels and 0 flops.
+  if (type != dtype::f32 && type != dtype::f64)
+    throw usage_error("--dtype " + o.dtype + ": scale measures f32 or f64");
   std::set<std::string> known;
   for (const par::kernel* k : kernels) known.insert(k->name());
   std::vector<std::string> names = o.strategies;
@@ -296,11 +301,10 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
     }
   }
   if (!o.out.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.out, ec);
-    if (!std::ofstream(std::filesystem::path(o.out) / "scale.json"))
-      throw usage_error("--out: cannot write into " + o.out);
+    runner::prepare_out_dir("--out", o.out);
+    if (me == 0) runner::partial_file((std::filesystem::path(o.out) / "scale.json").string());
   }
+  runner::begin_steps(static_cast<int>(all.size()));
   std::vector<par::comm> subs;
   for (const int p : workers) subs.push_back(world.split(me < p ? 0 : -1, me));
   int failed = 0;
@@ -367,6 +371,7 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
         std::fprintf(stderr, "  %s p=%d: %.2f ms checking on the slowest rank\n", pt.name.c_str(),
                      pt.p, max_of(pt.ranks, &rank_figures::check_s) * 1e3);
     }
+    runner::step(pt.name + " p=" + std::to_string(pt.p));
   }
   if (me != 0) return failed > 0 ? 1 : 0;
 
@@ -399,14 +404,16 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
       rules_json[n] = o.grow.empty()
                           ? json{{"grows", rules().at(n).dims}, {"shards", rules().at(n).why}}
                           : json{{"grows", o.grow}, {"shards", "--grow"}};
-    const json doc = {{"machine", compare::machine_json(ranks)},
+    const json doc = {{"complete", true},
+                      {"machine", compare::machine_json(ranks)},
                       {"unit", {{"M", o.m}, {"N", o.n}, {"K", o.k}}},
                       {"dtype", o.dtype},
                       {"workers", workers},
                       {"rules", rules_json},
                       {"points", points},
                       {"plots", plot(dir, all, names)}};
-    std::ofstream(dir / "scale.json") << doc.dump(2) << "\n";
+    runner::write_file((dir / "scale.json").string(), doc.dump(2) + "\n");
+    runner::results_final();
     std::printf("wrote %s\n", (dir / "scale.json").string().c_str());
   }
   return failed > 0 ? 1 : 0;

@@ -121,6 +121,7 @@ class driver {
   struct watchdog;
   std::unique_ptr<watchdog> dog_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> case_log_{nullptr, &std::fclose};
+  std::string case_log_path_;
 };
 
 // The command that replays a case, checking the properties in `mask`, under the Open MPI settings
