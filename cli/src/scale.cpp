@@ -208,6 +208,114 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
   return written;
 }
 
+// Every case of the run, before the first runs: per strategy (--strategy, or the five with a
+// weak-scaling rule) and worker count, its shape grown from the unit. A shape that cannot be
+// held is bad usage, alike everywhere. `names` receives the strategies.
+std::vector<point> plan_points(const std::vector<const par::kernel*>& kernels,
+                               const compare::finder& find, const options& o,
+                               const std::vector<int>& workers, dtype type,
+                               std::vector<std::string>& names) {
+  std::set<std::string> known;
+  for (const par::kernel* k : kernels) known.insert(k->name());
+  names = o.strategies;
+  if (names.empty())
+    for (const char* n :
+         {"data_parallel", "sharded_weights", "column_parallel", "row_parallel", "summa"})
+      names.emplace_back(n);
+  for (const std::string& n : names) {
+    if (find(n) == nullptr || (known.count(n) == 0 && n.rfind("mutant.", 0) != 0))
+      throw usage_error("unknown strategy '" + n + "'");
+    if (o.grow.empty() && rules().count(n) == 0)
+      throw usage_error(n +
+                        " has no weak-scaling rule here (a stack, or a layout chosen by "
+                        "parameters): name the dimensions that grow with --grow");
+  }
+  const std::int64_t limit = prop::default_memory_limit_here();
+  std::vector<point> all;
+  for (const std::string& n : names) {
+    const prop::subject* s = find(n);
+    const auto it = rules().find(n);
+    const std::string grow = !o.grow.empty() ? o.grow : it->second.dims;
+    for (const int p : workers) {
+      point pt;
+      pt.name = n;
+      pt.p = p;
+      par::run_case& c = pt.c;
+      c.strategy = n;
+      c.p = p;
+      c.prob.type = type;
+      c.mode = value_mode::uniform;
+      c.seed = 1;
+      const bool summa_mesh = o.grow.empty() && grow == "MN";
+      const int pr = summa_rows(p);
+      const auto times = [&](char d, std::int64_t unit) {
+        if (summa_mesh) return checked_mul(unit, d == 'M' ? pr : d == 'N' ? p / pr : 1, "shape");
+        return grow.find(d) != std::string::npos ? checked_mul(unit, p, "shape") : unit;
+      };
+      c.prob.M = times('M', o.m);
+      c.prob.N = times('N', o.n);
+      c.prob.K = times('K', o.k);
+      if (summa_mesh) c.params["pr"] = pr;
+      if (o.grow.empty())
+        for (const auto& [name, v] : it->second.params) c.params[name] = v;
+      try {
+        par::complete_and_validate(*s->k, c);
+      } catch (const invalid_problem& e) {
+        throw usage_error(n + " at p=" + std::to_string(p) + ": " + e.what());
+      }
+      prop::check_footprint(*s->k, c, limit);
+      all.push_back(std::move(pt));
+    }
+  }
+  return all;
+}
+
+// Rank 0: the table and, with --out, scale.json and the plot.
+void report(const std::vector<point>& all, const std::vector<std::string>& names,
+            const std::vector<int>& workers, const options& o, int ranks) {
+  std::printf(
+      "shardcheck scale: weak scaling on %d ranks, unit M=%lld N=%lld K=%lld dtype=%s; "
+      "per rank, the largest\n",
+      ranks, static_cast<long long>(o.m), static_cast<long long>(o.n), static_cast<long long>(o.k),
+      o.dtype.c_str());
+  // The check's wall time before the panels: "12.34 ms " (ci/readme_outputs.py sets it aside).
+  std::printf("%-16s %3s %20s %11s %11s %11s %11s %13s\n", "strategy", "p", "shape (M×N×K)",
+              "peak/rank", "check peak", "check time", "panels", "check flops");
+  json points = json::array();
+  for (const point& pt : all) {
+    const std::string shape = std::to_string(pt.c.prob.M) + "×" + std::to_string(pt.c.prob.N) +
+                              "×" + std::to_string(pt.c.prob.K);
+    std::printf("%-16s %3d %20s %11s %11s %8.2f ms %11s %13s\n", pt.name.c_str(), pt.p,
+                shape.c_str(), mib(max_of(pt.ranks, &rank_figures::peak)).c_str(),
+                mib(max_of(pt.ranks, &rank_figures::check_peak)).c_str(),
+                max_of(pt.ranks, &rank_figures::check_s) * 1e3,
+                mib(max_of(pt.ranks, &rank_figures::panels)).c_str(),
+                flops_text(max_of(pt.ranks, &rank_figures::flops)).c_str());
+    if (!pt.failure.empty())
+      std::printf("FAIL %s p=%d: %s\n", pt.name.c_str(), pt.p, pt.failure.c_str());
+    points.push_back(point_json(pt));
+  }
+  if (!o.out.empty()) {
+    const std::filesystem::path dir(o.out);
+    json rules_json = json::object();
+    for (const std::string& n : names)
+      rules_json[n] = o.grow.empty()
+                          ? json{{"grows", rules().at(n).dims}, {"shards", rules().at(n).why}}
+                          : json{{"grows", o.grow}, {"shards", "--grow"}};
+    const json doc = {{"complete", true},
+                      {"machine", compare::machine_json(ranks)},
+                      {"unit", {{"M", o.m}, {"N", o.n}, {"K", o.k}}},
+                      {"dtype", o.dtype},
+                      {"workers", workers},
+                      {"rules", rules_json},
+                      {"points", points},
+                      {"plots", plot(dir, all, names)}};
+    runner::write_file((dir / "scale.json").string(), doc.dump(2) + "\n");
+    runner::results_final();
+    std::printf("wrote %s\n", (dir / "scale.json").string().c_str());
+  }
+}
+
 }  // namespace
 
 CLI::App* add_subcommand(CLI::App& app, options& o) {
@@ -247,59 +355,8 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
   // report 0 B of panels and 0 flops.
   if (type != dtype::f32 && type != dtype::f64)
     throw usage_error("--dtype " + o.dtype + ": scale measures f32 or f64");
-  std::set<std::string> known;
-  for (const par::kernel* k : kernels) known.insert(k->name());
-  std::vector<std::string> names = o.strategies;
-  if (names.empty())
-    for (const char* n :
-         {"data_parallel", "sharded_weights", "column_parallel", "row_parallel", "summa"})
-      names.emplace_back(n);
-  for (const std::string& n : names) {
-    if (find(n) == nullptr || (known.count(n) == 0 && n.rfind("mutant.", 0) != 0))
-      throw usage_error("unknown strategy '" + n + "'");
-    if (o.grow.empty() && rules().count(n) == 0)
-      throw usage_error(n +
-                        " has no weak-scaling rule here (a stack, or a layout chosen by "
-                        "parameters): name the dimensions that grow with --grow");
-  }
-  const std::int64_t limit = prop::default_memory_limit_here();
-  // Every case before the first runs: a shape that cannot be held is bad usage, alike everywhere.
-  std::vector<point> all;
-  for (const std::string& n : names) {
-    const prop::subject* s = find(n);
-    const auto it = rules().find(n);
-    const std::string grow = !o.grow.empty() ? o.grow : it->second.dims;
-    for (const int p : workers) {
-      point pt;
-      pt.name = n;
-      pt.p = p;
-      par::run_case& c = pt.c;
-      c.strategy = n;
-      c.p = p;
-      c.prob.type = type;
-      c.mode = value_mode::uniform;
-      c.seed = 1;
-      const bool summa_mesh = o.grow.empty() && grow == "MN";
-      const int pr = summa_rows(p);
-      const auto times = [&](char d, std::int64_t unit) {
-        if (summa_mesh) return checked_mul(unit, d == 'M' ? pr : d == 'N' ? p / pr : 1, "shape");
-        return grow.find(d) != std::string::npos ? checked_mul(unit, p, "shape") : unit;
-      };
-      c.prob.M = times('M', o.m);
-      c.prob.N = times('N', o.n);
-      c.prob.K = times('K', o.k);
-      if (summa_mesh) c.params["pr"] = pr;
-      if (o.grow.empty())
-        for (const auto& [name, v] : it->second.params) c.params[name] = v;
-      try {
-        par::complete_and_validate(*s->k, c);
-      } catch (const invalid_problem& e) {
-        throw usage_error(n + " at p=" + std::to_string(p) + ": " + e.what());
-      }
-      prop::check_footprint(*s->k, c, limit);
-      all.push_back(std::move(pt));
-    }
-  }
+  std::vector<std::string> names;
+  std::vector<point> all = plan_points(kernels, find, o, workers, type, names);
   if (!o.out.empty()) {
     runner::prepare_out_dir("--out", o.out);
     if (me == 0) runner::partial_file((std::filesystem::path(o.out) / "scale.json").string());
@@ -375,47 +432,7 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
   }
   if (me != 0) return failed > 0 ? 1 : 0;
 
-  std::printf(
-      "shardcheck scale: weak scaling on %d ranks, unit M=%lld N=%lld K=%lld dtype=%s; "
-      "per rank, the largest\n",
-      ranks, static_cast<long long>(o.m), static_cast<long long>(o.n), static_cast<long long>(o.k),
-      o.dtype.c_str());
-  // The check's wall time before the panels: "12.34 ms " (ci/readme_outputs.py sets it aside).
-  std::printf("%-16s %3s %20s %11s %11s %11s %11s %13s\n", "strategy", "p", "shape (M×N×K)",
-              "peak/rank", "check peak", "check time", "panels", "check flops");
-  json points = json::array();
-  for (const point& pt : all) {
-    const std::string shape = std::to_string(pt.c.prob.M) + "×" + std::to_string(pt.c.prob.N) +
-                              "×" + std::to_string(pt.c.prob.K);
-    std::printf("%-16s %3d %20s %11s %11s %8.2f ms %11s %13s\n", pt.name.c_str(), pt.p,
-                shape.c_str(), mib(max_of(pt.ranks, &rank_figures::peak)).c_str(),
-                mib(max_of(pt.ranks, &rank_figures::check_peak)).c_str(),
-                max_of(pt.ranks, &rank_figures::check_s) * 1e3,
-                mib(max_of(pt.ranks, &rank_figures::panels)).c_str(),
-                flops_text(max_of(pt.ranks, &rank_figures::flops)).c_str());
-    if (!pt.failure.empty())
-      std::printf("FAIL %s p=%d: %s\n", pt.name.c_str(), pt.p, pt.failure.c_str());
-    points.push_back(point_json(pt));
-  }
-  if (!o.out.empty()) {
-    const std::filesystem::path dir(o.out);
-    json rules_json = json::object();
-    for (const std::string& n : names)
-      rules_json[n] = o.grow.empty()
-                          ? json{{"grows", rules().at(n).dims}, {"shards", rules().at(n).why}}
-                          : json{{"grows", o.grow}, {"shards", "--grow"}};
-    const json doc = {{"complete", true},
-                      {"machine", compare::machine_json(ranks)},
-                      {"unit", {{"M", o.m}, {"N", o.n}, {"K", o.k}}},
-                      {"dtype", o.dtype},
-                      {"workers", workers},
-                      {"rules", rules_json},
-                      {"points", points},
-                      {"plots", plot(dir, all, names)}};
-    runner::write_file((dir / "scale.json").string(), doc.dump(2) + "\n");
-    runner::results_final();
-    std::printf("wrote %s\n", (dir / "scale.json").string().c_str());
-  }
+  report(all, names, workers, o, ranks);
   return failed > 0 ? 1 : 0;
 }
 

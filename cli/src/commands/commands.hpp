@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../runner.hpp"
+#include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/parallel/registry.hpp"
 #include "shardcheck/properties/mutants.hpp"
 

@@ -264,7 +264,6 @@ void print_text(const nlohmann::ordered_json& out, const par::kernel& s, const p
     }
     std::cout << "\n";
   }
-  return 0;
 }
 
 // --record (and --beside: another strategy on the same shape, workers and, where it has them,

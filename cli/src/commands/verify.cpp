@@ -18,7 +18,9 @@
 #include "commands.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/properties/driver.hpp"
+#include "shardcheck/properties/exit_codes.hpp"
 #include "shardcheck/properties/footprint.hpp"
+#include "shardcheck/properties/last_words.hpp"
 
 namespace shardcheck::commands {
 
