@@ -17,11 +17,12 @@ int cli_main(int argc, char** argv, par::registry extra) {
 
   CLI::App app{
       "shardcheck: proves that parallel GEMM strategies compute what one device "
-      "computes, with the memory and communication they claim.\n"
+      "computes, with the memory and communication they claim."};
+  app.footer(
       "Exit codes: 0 all pass, 1 a property failed, 2 bad usage (an option, a case line, a file "
       "that cannot be read or written, nothing to check), 3 the watchdog ended a hung case, 4 an "
       "MPI or runtime error, 5 a rank crashed, 129/130/143 SIGHUP/SIGINT/SIGTERM, 137 a rank was "
-      "killed (SIGKILL: the OOM killer or a job's time limit)."};
+      "killed (SIGKILL: the OOM killer or a job's time limit).");
   app.require_subcommand(1);
   std::vector<runner::command> all = {commands::list(app, cat), commands::verify(app, cat, program),
                                       commands::explain(app, cat),

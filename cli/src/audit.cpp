@@ -638,6 +638,13 @@ std::vector<std::int64_t> default_ks() {
   return ks;
 }
 
+// "bf16, f16"
+std::string join_text(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
 // What the options ask for: the sizes, worker counts, backends, dtypes and subjects of the sweep,
 // each checked (bad usage throws alike on every rank); `skipped` names the kernels left out.
 struct sweep_plan {
@@ -985,6 +992,15 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   if (total == 0) {
     std::string why;
     for (const std::string& x : skipped) why += (why.empty() ? "" : "; ") + x;
+    // No subject declares a dtype asked for: each one's dtypes say why.
+    if (sw.all_types.empty())
+      for (const subject_entry& e : sw.subjects) {
+        std::string types;
+        for (dtype t : e.s->k->info().dtypes)
+          types += (types.empty() ? "" : ", ") + std::string(to_string(t));
+        why += (why.empty() ? "" : "; ") + e.name + " takes " + types + ", not --dtype " +
+               join_text(o.dtypes);
+      }
     runner::nothing_checked("no cell of the sweep runs" +
                             (why.empty() ? std::string() : " (" + why + ")"));
   }

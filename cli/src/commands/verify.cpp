@@ -707,7 +707,7 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
                    "oracle) and magnitude products as .npy files into this directory")
       ->needs(replay_opt);
 
-  p_opt->check(CLI::Range(1, par::max_parts));
+  p_opt->check(runner::not_empty())->check(CLI::Range(1, par::max_parts));
   return {verify, [] { return true; },
           [o, &cat, program] {
             corpus::check_length(o->replay, "--replay");
