@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,8 +19,10 @@
 #include <vector>
 
 #include "plotting.hpp"
+#include "runner.hpp"
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/properties/driver.hpp"
+#include "shardcheck/properties/exit_codes.hpp"
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/bound.hpp"
@@ -575,30 +578,26 @@ std::vector<std::int64_t> default_ks() {
   return ks;
 }
 
-}  // namespace
-
-CLI::App* add_subcommand(CLI::App& app, options& o) {
-  auto* c = app.add_subcommand(
-      "audit",
-      "Numerical-stability sweep (under mpirun): strategies x K x p x dtype x backend, every "
-      "element against the high-precision oracle; CSV, JSON, plots and a summary");
-  c->add_option("--out", o.out, "Directory for audit.csv, audit.json, the plots, the summary");
-  c->add_option("--strategy", o.strategies,
-                "Strategy or mutant to audit (repeatable; default: every single-layer kernel)");
-  c->add_option("--K", o.ks, "Contraction lengths (repeatable; default 16 32 64 … 65536)");
-  c->add_option("--p", o.ps, "Worker counts (repeatable; default: the divisors of the ranks)");
-  c->add_option("--dtype", o.dtypes, "Dtypes (repeatable; default: what each kernel declares)");
-  c->add_option("--backend", o.backends, "Backends (repeatable; default: native and mpi)");
-  c->add_option("--M", o.m, "Rows of X")->capture_default_str();
-  c->add_option("--N", o.n, "Output features")->capture_default_str();
-  c->add_option("--seed", o.seed, "Seed of the uniform values")->capture_default_str();
-  c->add_flag("--quiet", o.quiet, "No progress bar");
-  return c;
+// "bf16, f16"
+std::string join_text(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
 }
 
-int run(const std::vector<const par::kernel*>& kernels, const finder& find, const options& o) {
-  par::comm world = par::comm::world();
-  const int ranks = world.size(), rank = world.rank();
+// What the options ask for: the sizes, worker counts, backends, dtypes and subjects of the sweep,
+// each checked (bad usage throws alike on every rank); `skipped` names the kernels left out.
+struct sweep_plan {
+  std::vector<std::int64_t> ks;
+  std::vector<int> ps;
+  std::vector<par::backend> backends;
+  std::vector<subject_entry> subjects;
+  std::vector<dtype> all_types;
+  std::vector<std::string> skipped;
+};
+
+sweep_plan sweep_of(const std::vector<const par::kernel*>& kernels, const finder& find,
+                    const options& o, int ranks) {
   if (o.m < 1 || o.n < 1 || o.m > 4096 || o.n > 4096)
     throw usage_error("--M and --N must be between 1 and 4096 (the audit keeps them small)");
   std::vector<std::int64_t> ks = o.ks.empty() ? default_ks() : o.ks;
@@ -661,61 +660,57 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
            std::find(only_dtypes.begin(), only_dtypes.end(), t) != only_dtypes.end()) &&
           std::find(all_types.begin(), all_types.end(), t) == all_types.end())
         all_types.push_back(t);
-  if (!o.out.empty()) {
-    std::string bad;
-    if (rank == 0) {
-      std::error_code ec;
-      std::filesystem::create_directories(o.out, ec);
-      std::ofstream f(o.out + "/.audit_write_test");
-      if (ec || !f) bad = "--out: cannot write into " + o.out;
-      f.close();
-      std::filesystem::remove(o.out + "/.audit_write_test", ec);
-    }
-    int flag = bad.empty() ? 0 : 1;
-    MPI_Bcast(&flag, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (flag != 0) throw usage_error("--out: cannot write into " + o.out);
-  }
-  const std::int64_t limit = prop::default_memory_limit_here();
-  // Rank 0 holds the whole truth of the largest size: the inputs, and per output its reference,
-  // oracle and magnitude (8 + 8 + 8 bytes an element, at most), and the oracle multiplies in
-  // software: M·N·K products per output. At the default M = N = 8, K = 65536: 33 MiB and 2²² each.
-  {
-    const std::int64_t k = ks.back();
-    constexpr std::int64_t oracle_cap = std::int64_t{1} << 32;  // 1024 times the default sweep's
-    if (checked_mul(checked_mul(o.m, o.n, "oracle work"), k, "oracle work") > oracle_cap)
-      throw usage_error("audit: M·N·K = " + std::to_string(o.m) + "·" + std::to_string(o.n) + "·" +
-                        std::to_string(k) +
-                        " products per output is past the oracle's 2^32 (it multiplies in "
-                        "__float128, in software)");
-    const std::int64_t inputs = checked_add(checked_mul(o.m + o.n, k, "audit inputs"),
-                                            checked_mul(o.m, o.n, "audit inputs"), "audit inputs");
-    const std::int64_t outputs =
-        checked_add(checked_mul(o.m, o.n, "audit outputs"),
-                    checked_mul(o.m + o.n, k, "audit outputs"), "audit outputs");
-    const std::int64_t bytes = checked_add(checked_mul(inputs, 8, "audit bytes"),
-                                           checked_mul(outputs, 24, "audit bytes"), "audit bytes");
-    if (bytes > limit)
-      throw usage_error("audit: the whole truth at K=" + std::to_string(k) + " needs " +
-                        prop::human_bytes(bytes) + " on rank 0, above its memory limit of " +
-                        prop::human_bytes(limit));
-  }
+  return {ks, ps, backends, subjects, all_types, skipped};
+}
 
-  // The cells, the same list on every rank: (dtype, K) outermost, so that the whole truth of one
-  // size is computed once and dropped before the next.
-  struct planned {
-    const subject_entry* e;
-    par::run_case c;
-  };
-  std::vector<std::vector<planned>> by_size;  // per (dtype, K)
+// Rank 0 holds the whole truth of the largest size K: the inputs, and per output its reference,
+// oracle and magnitude (8 + 8 + 8 bytes an element, at most), and the oracle multiplies in
+// software: M·N·K products per output. At the default M = N = 8, K = 65536: 33 MiB and 2²² each.
+void check_whole_truth(const options& o, std::int64_t k, std::int64_t limit) {
+  constexpr std::int64_t oracle_cap = std::int64_t{1} << 32;  // 1024 times the default sweep's
+  if (checked_mul(checked_mul(o.m, o.n, "oracle work"), k, "oracle work") > oracle_cap)
+    throw usage_error("audit: M·N·K = " + std::to_string(o.m) + "·" + std::to_string(o.n) + "·" +
+                      std::to_string(k) +
+                      " products per output is past the oracle's 2^32 (it multiplies in "
+                      "__float128, in software)");
+  const std::int64_t inputs = checked_add(checked_mul(o.m + o.n, k, "audit inputs"),
+                                          checked_mul(o.m, o.n, "audit inputs"), "audit inputs");
+  const std::int64_t outputs =
+      checked_add(checked_mul(o.m, o.n, "audit outputs"),
+                  checked_mul(o.m + o.n, k, "audit outputs"), "audit outputs");
+  const std::int64_t bytes = checked_add(checked_mul(inputs, 8, "audit bytes"),
+                                         checked_mul(outputs, 24, "audit bytes"), "audit bytes");
+  if (bytes > limit)
+    throw usage_error("audit: the whole truth at K=" + std::to_string(k) + " needs " +
+                      prop::human_bytes(bytes) + " on rank 0, above its memory limit of " +
+                      prop::human_bytes(limit));
+}
+
+// A cell to run: its subject and case.
+struct planned {
+  const subject_entry* e;
+  par::run_case c;
+};
+
+// The cells, the same list on every rank: per (dtype, K) (sizes[i]), by_size[i]; a cell a kernel
+// does not take is told to `skip`.
+struct cell_plan {
+  std::vector<std::vector<planned>> by_size;
   std::vector<std::pair<dtype, std::int64_t>> sizes;
-  std::set<std::string> skip_seen;
-  const auto skip = [&](const std::string& why) {
-    if (skip_seen.insert(why).second) skipped.push_back(why);
-  };
-  for (dtype t : all_types)
-    for (std::int64_t K : ks) {
+  std::size_t total = 0;
+};
+
+cell_plan plan_cells(const sweep_plan& sw, const options& o, std::int64_t limit,
+                     const std::function<void(const std::string&)>& skip) {
+  cell_plan plan;
+  auto& by_size = plan.by_size;
+  auto& sizes = plan.sizes;
+  // (dtype, K) outermost, so that the whole truth of one size is computed once and dropped before
+  // the next.
+  for (dtype t : sw.all_types)
+    for (std::int64_t K : sw.ks) {
       std::vector<planned> list;
-      for (const subject_entry& e : subjects) {
+      for (const subject_entry& e : sw.subjects) {
         const par::kernel_info& info = e.s->k->info();
         if (!info.supports(t)) continue;
         // bf16 and f16: every precision policy the kernel declares for t (acc=f32 reduce=f32,
@@ -731,9 +726,9 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
           policies.push_back(precision{});
         }
         for (const precision& pol : policies)
-          for (int p : ps)
-            for (par::backend b : backends) {
-              if (!info.uses_collectives && b != backends.front()) continue;
+          for (int p : sw.ps)
+            for (par::backend b : sw.backends) {
+              if (!info.uses_collectives && b != sw.backends.front()) continue;
               par::run_case c;
               c.strategy = e.name;
               c.p = p;
@@ -773,8 +768,181 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
       sizes.emplace_back(t, K);
       by_size.push_back(std::move(list));
     }
-  std::size_t total = 0;
-  for (const auto& l : by_size) total += l.size();
+  for (const auto& l : by_size) plan.total += l.size();
+  return plan;
+}
+
+// Rank 0: the summary table, the files (with --out), the flags. Returns the exit status.
+int report(const sweep_plan& sw, const options& o, const std::vector<cell>& cells,
+           const std::vector<std::string>& skipped, std::size_t total, double seconds,
+           const json& mpi, int ranks) {
+  int status = 0;
+  bool unwritten = false;
+  const auto& ks = sw.ks;
+  const auto& ps = sw.ps;
+  const auto& backends = sw.backends;
+  const auto& all_types = sw.all_types;
+  const auto& subjects = sw.subjects;
+  const std::vector<group_summary> groups = summarize(cells);
+  json sweep = {{"M", o.m},          {"N", o.n},       {"K", ks},       {"p", ps},
+                {"mode", "uniform"}, {"seed", o.seed}, {"ranks", ranks}};
+  json bj = json::array();
+  for (par::backend b : backends) bj.push_back(par::to_string(b));
+  sweep["backends"] = bj;
+  json tj = json::array();
+  for (dtype t : all_types) tj.push_back(to_string(t));
+  sweep["dtypes"] = tj;
+  json sj = json::array();
+  for (const auto& e : subjects) sj.push_back(e.name);
+  sweep["strategies"] = sj;
+  std::printf(
+      "shardcheck audit: %d ranks, %zu cells (strategy x K x p x dtype x backend), "
+      "%zu tensor measurements in %.1f s\n",
+      ranks, total, cells.size(), seconds);
+  std::printf("%-28s %-3s %-13s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", "strategy", "out", "type",
+              "max err", "mean err", "ref max", "rig%", "stat%", "aK", "aK ch", "aK ref", "flags");
+  for (const group_summary& g : groups)
+    std::printf("%-28s %-3s %-13s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", g.strategy.c_str(),
+                g.tensor.c_str(), g.label.c_str(), fmt(g.max_u).c_str(), fmt(g.mean_u).c_str(),
+                fmt(g.ref_max_u).c_str(), fmt(100 * g.rig, "%.3g").c_str(),
+                fmt(100 * g.stat, "%.3g").c_str(), fmt(g.alpha_k_mean).c_str(),
+                fmt(g.alpha_chain_k).c_str(), fmt(g.alpha_ref_mean).c_str(),
+                g.flags.empty() ? "-" : flags_text(g.flags).c_str());
+  for (const std::string& s : skipped) std::printf("skipped %s\n", s.c_str());
+  if (!o.out.empty()) try {
+      namespace fs = std::filesystem;
+      const fs::path dir(o.out);
+      std::vector<std::string> names;
+      for (const auto& e : subjects) names.push_back(e.name);
+      const std::vector<std::string> plots = plot(dir, cells, names);
+      json out;
+      out["command"] = "audit";
+      out["sweep"] = sweep;
+      out["open_mpi"] = mpi;
+      out["seconds"] = seconds;
+      out["rule"] = rule_text;
+      out["growth_slack"] = growth_slack;
+      out["false_alarm_target"] = false_alarm_target;
+      json gs = json::array();
+      for (const group_summary& g : groups)
+        gs.push_back({{"strategy", g.strategy},
+                      {"tensor", g.tensor},
+                      {"dtype", to_string(g.type)},
+                      {"type", g.label},
+                      {"max_err_u_mag", num(g.max_u)},
+                      {"mean_err_u_mag", num(g.mean_u)},
+                      {"reference_max_err_u_mag", num(g.ref_max_u)},
+                      {"reference_mean_err_u_mag", num(g.ref_mean_u)},
+                      {"rigorous_share", num(g.rig)},
+                      {"statistical_share", num(g.stat)},
+                      {"alpha_K_max", num(g.alpha_k_max)},
+                      {"alpha_K_mean", num(g.alpha_k_mean)},
+                      {"alpha_K_chain", num(g.alpha_chain_k)},
+                      {"alpha_K_reference_max", num(g.alpha_ref_max)},
+                      {"alpha_K_reference_mean", num(g.alpha_ref_mean)},
+                      {"alpha_p_max", num(g.alpha_p_max)},
+                      {"alpha_p_mean", num(g.alpha_p_mean)},
+                      {"alpha_p_chain", num(g.alpha_chain_p)},
+                      {"series", g.series},
+                      {"flags", g.flags},
+                      {"flagged", !g.flags.empty()}});
+      out["summary"] = gs;
+      json cj = json::array();
+      for (const cell& c : cells) cj.push_back(cell_json(c));
+      out["cells"] = cj;
+      out["skipped"] = skipped;
+      out["plots"] = plots;
+      out["complete"] = true;
+      runner::write_file((dir / "audit.csv").string(), csv_of(cells));
+      runner::write_file((dir / "audit_summary.md").string(),
+                         summary_md(groups, sweep, mpi, skipped, cells.size(), seconds));
+      runner::write_file((dir / "audit.json").string(), out.dump(2) + "\n");
+      runner::results_final();
+      if (plots.empty())
+        std::printf(
+            "plots not written: gnuplot was not found or failed (apt-get install "
+            "gnuplot-nox)\n");
+      std::printf("wrote %s/audit.csv, audit.json, audit_summary.md and %zu plots\n", o.out.c_str(),
+                  plots.size());
+    } catch (const error& e) {
+      // The other ranks wait for the status: a file not written is told, not thrown.
+      std::fprintf(stderr, "shardcheck: %s\n", runner::escape(e.what()).c_str());
+      unwritten = true;
+    }
+  for (const group_summary& g : groups)
+    if (!g.flags.empty()) {
+      std::printf("FLAGGED %s: %s %s %s\n", g.strategy.c_str(), g.tensor.c_str(), g.label.c_str(),
+                  flags_text(g.flags).c_str());
+      status = 1;
+    }
+  // Every planned cell failed to run: nothing was measured, which is no pass.
+  if (cells.empty()) {
+    std::fprintf(stderr,
+                 "shardcheck: nothing was checked: every cell of the sweep failed to run "
+                 "(each one's reason is above)\n");
+    status = prop::exit_code::usage;
+  }
+  if (unwritten) status = prop::exit_code::usage;
+  return status;
+}
+
+}  // namespace
+
+CLI::App* add_subcommand(CLI::App& app, options& o) {
+  auto* c = app.add_subcommand(
+      "audit",
+      "Numerical-stability sweep (under mpirun): strategies x K x p x dtype x backend, every "
+      "element against the high-precision oracle; CSV, JSON, plots and a summary");
+  c->add_option("--out", o.out, "Directory for audit.csv, audit.json, the plots, the summary");
+  c->add_option("--strategy", o.strategies,
+                "Strategy or mutant to audit (repeatable; default: every single-layer kernel)");
+  c->add_option("--K", o.ks, "Contraction lengths (repeatable; default 16 32 64 … 65536)");
+  c->add_option("--p", o.ps, "Worker counts (repeatable; default: the divisors of the ranks)");
+  c->add_option("--dtype", o.dtypes, "Dtypes (repeatable; default: what each kernel declares)");
+  c->add_option("--backend", o.backends, "Backends (repeatable; default: native and mpi)");
+  c->add_option("--M", o.m, "Rows of X")->capture_default_str();
+  c->add_option("--N", o.n, "Output features")->capture_default_str();
+  c->add_option("--seed", o.seed, "Seed of the uniform values")
+      ->capture_default_str()
+      ->check(runner::unsigned_integer());
+  c->add_flag("--quiet", o.quiet, "No progress bar");
+  return c;
+}
+
+int run(const std::vector<const par::kernel*>& kernels, const finder& find, const options& o) {
+  par::comm world = par::comm::world();
+  const int ranks = world.size(), rank = world.rank();
+  sweep_plan sw = sweep_of(kernels, find, o, ranks);
+  std::vector<std::string>& skipped = sw.skipped;
+  if (!o.out.empty()) {
+    runner::prepare_out_dir("--out", o.out);
+    if (rank == 0) runner::partial_file((std::filesystem::path(o.out) / "audit.json").string());
+  }
+  const std::int64_t limit = prop::default_memory_limit_here();
+  check_whole_truth(o, sw.ks.back(), limit);
+  std::set<std::string> skip_seen;
+  const auto skip = [&](const std::string& why) {
+    if (skip_seen.insert(why).second) skipped.push_back(why);
+  };
+  const cell_plan plan = plan_cells(sw, o, limit, skip);
+  const auto& by_size = plan.by_size;
+  const auto& sizes = plan.sizes;
+  const std::size_t total = plan.total;
+  if (total == 0) {
+    std::string why;
+    for (const std::string& x : skipped) why += (why.empty() ? "" : "; ") + x;
+    // No subject declares a dtype asked for: each one's dtypes say why.
+    if (sw.all_types.empty())
+      for (const subject_entry& e : sw.subjects) {
+        std::string types;
+        for (dtype t : e.s->k->info().dtypes)
+          types += (types.empty() ? "" : ", ") + std::string(to_string(t));
+        why += (why.empty() ? "" : "; ") + e.name + " takes " + types + ", not --dtype " +
+               join_text(o.dtypes);
+      }
+    runner::nothing_checked("no cell of the sweep runs" +
+                            (why.empty() ? std::string() : " (" + why + ")"));
+  }
   std::vector<par::comm> subs;  // subs[p − 1]: ranks 0 … p − 1
   for (int p = 1; p <= ranks; ++p) subs.push_back(world.split(rank < p ? 0 : -1, rank));
 
@@ -885,93 +1053,7 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   const json mpi = open_mpi_settings();
   int status = 0;
   if (rank == 0) {
-    const std::vector<group_summary> groups = summarize(cells);
-    json sweep = {{"M", o.m},          {"N", o.n},       {"K", ks},       {"p", ps},
-                  {"mode", "uniform"}, {"seed", o.seed}, {"ranks", ranks}};
-    json bj = json::array();
-    for (par::backend b : backends) bj.push_back(par::to_string(b));
-    sweep["backends"] = bj;
-    json tj = json::array();
-    for (dtype t : all_types) tj.push_back(to_string(t));
-    sweep["dtypes"] = tj;
-    json sj = json::array();
-    for (const auto& e : subjects) sj.push_back(e.name);
-    sweep["strategies"] = sj;
-    std::printf(
-        "shardcheck audit: %d ranks, %zu cells (strategy x K x p x dtype x backend), "
-        "%zu tensor measurements in %.1f s\n",
-        ranks, total, cells.size(), seconds);
-    std::printf("%-28s %-3s %-13s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", "strategy", "out", "type",
-                "max err", "mean err", "ref max", "rig%", "stat%", "aK", "aK ch", "aK ref",
-                "flags");
-    for (const group_summary& g : groups)
-      std::printf("%-28s %-3s %-13s %9s %9s %9s %8s %8s %7s %7s %7s  %s\n", g.strategy.c_str(),
-                  g.tensor.c_str(), g.label.c_str(), fmt(g.max_u).c_str(), fmt(g.mean_u).c_str(),
-                  fmt(g.ref_max_u).c_str(), fmt(100 * g.rig, "%.3g").c_str(),
-                  fmt(100 * g.stat, "%.3g").c_str(), fmt(g.alpha_k_mean).c_str(),
-                  fmt(g.alpha_chain_k).c_str(), fmt(g.alpha_ref_mean).c_str(),
-                  g.flags.empty() ? "-" : flags_text(g.flags).c_str());
-    for (const std::string& s : skipped) std::printf("skipped %s\n", s.c_str());
-    if (!o.out.empty()) {
-      namespace fs = std::filesystem;
-      const fs::path dir(o.out);
-      std::vector<std::string> names;
-      for (const auto& e : subjects) names.push_back(e.name);
-      const std::vector<std::string> plots = plot(dir, cells, names);
-      json out;
-      out["command"] = "audit";
-      out["sweep"] = sweep;
-      out["open_mpi"] = mpi;
-      out["seconds"] = seconds;
-      out["rule"] = rule_text;
-      out["growth_slack"] = growth_slack;
-      out["false_alarm_target"] = false_alarm_target;
-      json gs = json::array();
-      for (const group_summary& g : groups)
-        gs.push_back({{"strategy", g.strategy},
-                      {"tensor", g.tensor},
-                      {"dtype", to_string(g.type)},
-                      {"type", g.label},
-                      {"max_err_u_mag", num(g.max_u)},
-                      {"mean_err_u_mag", num(g.mean_u)},
-                      {"reference_max_err_u_mag", num(g.ref_max_u)},
-                      {"reference_mean_err_u_mag", num(g.ref_mean_u)},
-                      {"rigorous_share", num(g.rig)},
-                      {"statistical_share", num(g.stat)},
-                      {"alpha_K_max", num(g.alpha_k_max)},
-                      {"alpha_K_mean", num(g.alpha_k_mean)},
-                      {"alpha_K_chain", num(g.alpha_chain_k)},
-                      {"alpha_K_reference_max", num(g.alpha_ref_max)},
-                      {"alpha_K_reference_mean", num(g.alpha_ref_mean)},
-                      {"alpha_p_max", num(g.alpha_p_max)},
-                      {"alpha_p_mean", num(g.alpha_p_mean)},
-                      {"alpha_p_chain", num(g.alpha_chain_p)},
-                      {"series", g.series},
-                      {"flags", g.flags},
-                      {"flagged", !g.flags.empty()}});
-      out["summary"] = gs;
-      json cj = json::array();
-      for (const cell& c : cells) cj.push_back(cell_json(c));
-      out["cells"] = cj;
-      out["skipped"] = skipped;
-      out["plots"] = plots;
-      std::ofstream(dir / "audit.json") << out.dump(2) << "\n";
-      std::ofstream(dir / "audit.csv") << csv_of(cells);
-      std::ofstream(dir / "audit_summary.md")
-          << summary_md(groups, sweep, mpi, skipped, cells.size(), seconds);
-      if (plots.empty())
-        std::printf(
-            "plots not written: gnuplot was not found or failed (apt-get install "
-            "gnuplot-nox)\n");
-      std::printf("wrote %s/audit.csv, audit.json, audit_summary.md and %zu plots\n", o.out.c_str(),
-                  plots.size());
-    }
-    for (const group_summary& g : groups)
-      if (!g.flags.empty()) {
-        std::printf("FLAGGED %s: %s %s %s\n", g.strategy.c_str(), g.tensor.c_str(), g.label.c_str(),
-                    flags_text(g.flags).c_str());
-        status = 1;
-      }
+    status = report(sw, o, cells, skipped, total, seconds, mpi, ranks);
     std::fflush(stdout);
   }
   par::check_mpi(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD), "audit: status");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "plotting.hpp"
+#include "runner.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/properties/driver.hpp"
@@ -1151,9 +1152,9 @@ int run_typed(const std::vector<measured>& chosen_in, const options& o, const pr
     if (out["plots"].empty())
       std::printf(
           "plots not written: gnuplot was not found or failed (apt-get install gnuplot-nox)\n");
-    std::ofstream f(dir / "compare.json");
-    f << out.dump(2) << "\n";
-    if (!f) throw error("compare: cannot write " + (dir / "compare.json").string());
+    out["complete"] = true;
+    runner::write_file((dir / "compare.json").string(), out.dump(2) + "\n");
+    runner::results_final();
     std::printf("wrote %s and %zu plots\n", (dir / "compare.json").string().c_str(),
                 out["plots"].size());
   }
@@ -1197,19 +1198,18 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
                 "machine's memory shared by the ranks on it)");
   c->add_option("--reps", o.reps, "Timed repetitions per strategy (median)")->capture_default_str();
   c->add_option("--out", o.out, "Directory for compare.json and the plots (created)");
-  c->add_option("--alpha", o.alpha, "Link latency in seconds (default: probed)");
-  c->add_option("--beta", o.beta, "Link bandwidth in bytes/s (default: probed)");
-  c->add_option("--gemm-rate", o.gemm_rate, "Local GEMM rate in flop/s (default: probed)");
+  c->add_option("--alpha", o.alpha, "Link latency in seconds (default: probed)")
+      ->check(runner::positive_number());
+  c->add_option("--beta", o.beta, "Link bandwidth in bytes/s (default: probed)")
+      ->check(runner::positive_number());
+  c->add_option("--gemm-rate", o.gemm_rate, "Local GEMM rate in flop/s (default: probed)")
+      ->check(runner::positive_number());
   c->add_flag("--quiet", o.quiet, "No progress bar");
   return c;
 }
 
 int run(const std::vector<const par::kernel*>& kernels, const finder& find, const options& o) {
   if (o.reps < 1 || o.reps > 1000) throw usage_error("--reps must be between 1 and 1000");
-  for (const auto& [name, v] :
-       {std::pair{"--alpha", o.alpha}, {"--beta", o.beta}, {"--gemm-rate", o.gemm_rate}})
-    if (v != -1 && (!std::isfinite(v) || v < 0 || (v == 0 && std::string(name) != "--alpha")))
-      throw usage_error(std::string(name) + " must be a positive number");
   if (o.m < 1 || o.n < 1 || o.k < 1)
     throw usage_error("--M, --N and --K must be at least 1 (got " + std::to_string(o.m) + ", " +
                       std::to_string(o.n) + ", " + std::to_string(o.k) + ")");
@@ -1299,19 +1299,9 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     chosen.push_back(std::move(s));
   }
   if (!o.out.empty()) {
-    std::string bad;
-    if (world.rank() == 0) {
-      std::error_code ec;
-      std::filesystem::create_directories(o.out, ec);
-      const std::string probe = o.out + "/.compare_write_test";
-      std::ofstream f(probe);
-      if (ec || !f) bad = "--out: cannot write into " + o.out;
-      f.close();
-      std::filesystem::remove(probe, ec);
-    }
-    int flag = bad.empty() ? 0 : 1;
-    MPI_Bcast(&flag, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (flag != 0) throw usage_error(bad.empty() ? "--out: cannot write into " + o.out : bad);
+    runner::prepare_out_dir("--out", o.out);
+    if (world.rank() == 0)
+      runner::partial_file((std::filesystem::path(o.out) / "compare.json").string());
   }
   if (world.rank() == 0)
     for (const std::string& why : skipped) std::printf("skipped %s\n", why.c_str());

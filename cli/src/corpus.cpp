@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -59,6 +60,9 @@ std::vector<line> lines_of(std::istream& in, const std::string& name) {
 
 std::vector<line> read_lines(const std::string& path, bool missing_is_empty) {
   if (path == "-") return lines_of(std::cin, "stdin");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw error("cannot read " + path + ": it is a directory");
   std::ifstream in(path);
   if (!in) {
     if (missing_is_empty && errno == ENOENT) return {};

@@ -9,6 +9,7 @@
 
 #include "npy.hpp"
 #include "shardcheck/properties/verdict.hpp"
+#include "runner.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "values.hpp"
 
@@ -124,15 +125,7 @@ void write_case(const prop::subject& s, const par::run_case& c, par::comm& world
                 const std::string& dir) {
   namespace fs = std::filesystem;
   check_dumpable(c);
-  std::string bad;
-  if (world.rank() == 0) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    std::ofstream probe(fs::path(dir) / "README.txt");
-    probe << readme_text;
-    if (ec || !probe) bad = "--dump: cannot write into " + dir;
-  }
-  agree(bad);
+  runner::prepare_out_dir("--dump", dir);
   par::comm sub = world.split(world.rank() < c.p ? 0 : -1, world.rank());
   std::string failure;
   values::gathered g;
@@ -157,9 +150,8 @@ void write_case(const prop::subject& s, const par::run_case& c, par::comm& world
       bool within = true;
       for (const auto& t : j["tensors"]) within = within && t["within_bound"].get<bool>();
       j["within_bound"] = within;
-      std::ofstream f(fs::path(dir) / "case.json");
-      f << j.dump(2) << "\n";
-      if (!f) failure = "--dump: cannot write " + (fs::path(dir) / "case.json").string();
+      runner::write_file((fs::path(dir) / "README.txt").string(), readme_text);
+      runner::write_file((fs::path(dir) / "case.json").string(), j.dump(2) + "\n");
     } catch (const std::exception& e) {
       failure = std::string("--dump: ") + e.what();
     }

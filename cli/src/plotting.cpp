@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "runner.hpp"
+
 namespace shardcheck::cli_tools {
 
 namespace {
@@ -29,7 +31,9 @@ int terminal_fd() {
 
 }  // namespace
 
-progress::progress(bool on, int total) : fd_(on ? terminal_fd() : -1), total_(total) {}
+progress::progress(bool on, int total) : fd_(on ? terminal_fd() : -1), total_(total) {
+  runner::begin_steps(total);
+}
 
 progress::~progress() {
   if (fd_ > STDERR_FILENO) close(fd_);
@@ -37,6 +41,7 @@ progress::~progress() {
 
 void progress::step(const std::string& what) {
   ++done_;
+  runner::step(what);
   if (fd_ < 0) return;
   constexpr int width = 30;
   const int filled = total_ > 0 ? width * std::min(done_, total_) / total_ : width;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "plotting.hpp"
+#include "runner.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/harness.hpp"
@@ -207,44 +208,16 @@ std::vector<std::string> plot(const std::filesystem::path& dir, const std::vecto
   return written;
 }
 
-}  // namespace
-
-CLI::App* add_subcommand(CLI::App& app, options& o) {
-  auto* c = app.add_subcommand(
-      "scale",
-      "Weak scaling of the verification (under mpirun): each strategy's shape grows with p, a "
-      "rank's shard fixed; every rank's peak memory and verification work against p");
-  c->add_option("--M", o.m, "Rows of X at p = 1 (the shard unit)")->required();
-  c->add_option("--N", o.n, "Output features at p = 1")->required();
-  c->add_option("--K", o.k, "Input features at p = 1")->required();
-  c->add_option("--strategy", o.strategies,
-                "Strategy (repeatable; default: data_parallel, sharded_weights, column_parallel, "
-                "row_parallel, summa)");
-  c->add_option("--grow", o.grow,
-                "Dimensions that grow with p, e.g. M or MK (default: the strategy's own)");
-  c->add_option("--p", o.workers, "Worker counts, each at most the ranks launched")
-      ->capture_default_str();
-  c->add_option("--dtype", o.dtype, "f32 or f64")->capture_default_str();
-  c->add_option("--out", o.out, "Directory for scale.json and the plot (created)");
-  c->add_flag("--quiet", o.quiet, "No line per case on stderr");
-  return c;
-}
-
-int run(const std::vector<const par::kernel*>& kernels, const compare::finder& find,
-        const options& o) {
-  if (o.m < 1 || o.n < 1 || o.k < 1)
-    throw usage_error("--M, --N and --K must be at least 1 (got " + std::to_string(o.m) + ", " +
-                      std::to_string(o.n) + ", " + std::to_string(o.k) + ")");
-  for (const char d : o.grow)
-    if (d != 'M' && d != 'N' && d != 'K')
-      throw usage_error("--grow '" + o.grow + "': a subset of M, N and K, e.g. M or MK");
-  par::comm world = par::comm::world();
-  const int ranks = world.size(), me = world.rank();
-  const std::vector<int> workers = parse_workers(o.workers, ranks);
-  const dtype type = parse_dtype(o.dtype);
+// Every case of the run, before the first runs: per strategy (--strategy, or the five with a
+// weak-scaling rule) and worker count, its shape grown from the unit. A shape that cannot be
+// held is bad usage, alike everywhere. `names` receives the strategies.
+std::vector<point> plan_points(const std::vector<const par::kernel*>& kernels,
+                               const compare::finder& find, const options& o,
+                               const std::vector<int>& workers, dtype type,
+                               std::vector<std::string>& names) {
   std::set<std::string> known;
   for (const par::kernel* k : kernels) known.insert(k->name());
-  std::vector<std::string> names = o.strategies;
+  names = o.strategies;
   if (names.empty())
     for (const char* n :
          {"data_parallel", "sharded_weights", "column_parallel", "row_parallel", "summa"})
@@ -258,7 +231,6 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
                         "parameters): name the dimensions that grow with --grow");
   }
   const std::int64_t limit = prop::default_memory_limit_here();
-  // Every case before the first runs: a shape that cannot be held is bad usage, alike everywhere.
   std::vector<point> all;
   for (const std::string& n : names) {
     const prop::subject* s = find(n);
@@ -295,12 +267,101 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
       all.push_back(std::move(pt));
     }
   }
-  if (!o.out.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.out, ec);
-    if (!std::ofstream(std::filesystem::path(o.out) / "scale.json"))
-      throw usage_error("--out: cannot write into " + o.out);
+  return all;
+}
+
+// Rank 0: the table and, with --out, scale.json and the plot.
+void report(const std::vector<point>& all, const std::vector<std::string>& names,
+            const std::vector<int>& workers, const options& o, int ranks) {
+  std::printf(
+      "shardcheck scale: weak scaling on %d ranks, unit M=%lld N=%lld K=%lld dtype=%s; "
+      "per rank, the largest\n",
+      ranks, static_cast<long long>(o.m), static_cast<long long>(o.n), static_cast<long long>(o.k),
+      o.dtype.c_str());
+  // The check's wall time before the panels: "12.34 ms " (ci/readme_outputs.py sets it aside).
+  std::printf("%-16s %3s %20s %11s %11s %11s %11s %13s\n", "strategy", "p", "shape (M×N×K)",
+              "peak/rank", "check peak", "check time", "panels", "check flops");
+  json points = json::array();
+  for (const point& pt : all) {
+    const std::string shape = std::to_string(pt.c.prob.M) + "×" + std::to_string(pt.c.prob.N) +
+                              "×" + std::to_string(pt.c.prob.K);
+    std::printf("%-16s %3d %20s %11s %11s %8.2f ms %11s %13s\n", pt.name.c_str(), pt.p,
+                shape.c_str(), mib(max_of(pt.ranks, &rank_figures::peak)).c_str(),
+                mib(max_of(pt.ranks, &rank_figures::check_peak)).c_str(),
+                max_of(pt.ranks, &rank_figures::check_s) * 1e3,
+                mib(max_of(pt.ranks, &rank_figures::panels)).c_str(),
+                flops_text(max_of(pt.ranks, &rank_figures::flops)).c_str());
+    if (!pt.failure.empty())
+      std::printf("FAIL %s p=%d: %s\n", pt.name.c_str(), pt.p, pt.failure.c_str());
+    points.push_back(point_json(pt));
   }
+  if (!o.out.empty()) {
+    const std::filesystem::path dir(o.out);
+    json rules_json = json::object();
+    for (const std::string& n : names)
+      rules_json[n] = o.grow.empty()
+                          ? json{{"grows", rules().at(n).dims}, {"shards", rules().at(n).why}}
+                          : json{{"grows", o.grow}, {"shards", "--grow"}};
+    const json doc = {{"complete", true},
+                      {"machine", compare::machine_json(ranks)},
+                      {"unit", {{"M", o.m}, {"N", o.n}, {"K", o.k}}},
+                      {"dtype", o.dtype},
+                      {"workers", workers},
+                      {"rules", rules_json},
+                      {"points", points},
+                      {"plots", plot(dir, all, names)}};
+    runner::write_file((dir / "scale.json").string(), doc.dump(2) + "\n");
+    runner::results_final();
+    std::printf("wrote %s\n", (dir / "scale.json").string().c_str());
+  }
+}
+
+}  // namespace
+
+CLI::App* add_subcommand(CLI::App& app, options& o) {
+  auto* c = app.add_subcommand(
+      "scale",
+      "Weak scaling of the verification (under mpirun): each strategy's shape grows with p, a "
+      "rank's shard fixed; every rank's peak memory and verification work against p");
+  c->add_option("--M", o.m, "Rows of X at p = 1 (the shard unit)")->required();
+  c->add_option("--N", o.n, "Output features at p = 1")->required();
+  c->add_option("--K", o.k, "Input features at p = 1")->required();
+  c->add_option("--strategy", o.strategies,
+                "Strategy (repeatable; default: data_parallel, sharded_weights, column_parallel, "
+                "row_parallel, summa)");
+  c->add_option("--grow", o.grow,
+                "Dimensions that grow with p, e.g. M or MK (default: the strategy's own)");
+  c->add_option("--p", o.workers, "Worker counts, each at most the ranks launched")
+      ->capture_default_str();
+  c->add_option("--dtype", o.dtype, "f32 or f64")->capture_default_str();
+  c->add_option("--out", o.out, "Directory for scale.json and the plot (created)");
+  c->add_flag("--quiet", o.quiet, "No line per case on stderr");
+  return c;
+}
+
+int run(const std::vector<const par::kernel*>& kernels, const compare::finder& find,
+        const options& o) {
+  if (o.m < 1 || o.n < 1 || o.k < 1)
+    throw usage_error("--M, --N and --K must be at least 1 (got " + std::to_string(o.m) + ", " +
+                      std::to_string(o.n) + ", " + std::to_string(o.k) + ")");
+  for (const char d : o.grow)
+    if (d != 'M' && d != 'N' && d != 'K')
+      throw usage_error("--grow '" + o.grow + "': a subset of M, N and K, e.g. M or MK");
+  par::comm world = par::comm::world();
+  const int ranks = world.size(), me = world.rank();
+  const std::vector<int> workers = parse_workers(o.workers, ranks);
+  const dtype type = parse_dtype(o.dtype);
+  // bf16 and f16 cases have no check figures here (their verdict is the window's): scale would
+  // report 0 B of panels and 0 flops.
+  if (type != dtype::f32 && type != dtype::f64)
+    throw usage_error("--dtype " + o.dtype + ": scale measures f32 or f64");
+  std::vector<std::string> names;
+  std::vector<point> all = plan_points(kernels, find, o, workers, type, names);
+  if (!o.out.empty()) {
+    runner::prepare_out_dir("--out", o.out);
+    if (me == 0) runner::partial_file((std::filesystem::path(o.out) / "scale.json").string());
+  }
+  runner::begin_steps(static_cast<int>(all.size()));
   std::vector<par::comm> subs;
   for (const int p : workers) subs.push_back(world.split(me < p ? 0 : -1, me));
   int failed = 0;
@@ -367,48 +428,11 @@ int run(const std::vector<const par::kernel*>& kernels, const compare::finder& f
         std::fprintf(stderr, "  %s p=%d: %.2f ms checking on the slowest rank\n", pt.name.c_str(),
                      pt.p, max_of(pt.ranks, &rank_figures::check_s) * 1e3);
     }
+    runner::step(pt.name + " p=" + std::to_string(pt.p));
   }
   if (me != 0) return failed > 0 ? 1 : 0;
 
-  std::printf(
-      "shardcheck scale: weak scaling on %d ranks, unit M=%lld N=%lld K=%lld dtype=%s; "
-      "per rank, the largest\n",
-      ranks, static_cast<long long>(o.m), static_cast<long long>(o.n), static_cast<long long>(o.k),
-      o.dtype.c_str());
-  // The check's wall time before the panels: "12.34 ms " (ci/readme_outputs.py sets it aside).
-  std::printf("%-16s %3s %20s %11s %11s %11s %11s %13s\n", "strategy", "p", "shape (M×N×K)",
-              "peak/rank", "check peak", "check time", "panels", "check flops");
-  json points = json::array();
-  for (const point& pt : all) {
-    const std::string shape = std::to_string(pt.c.prob.M) + "×" + std::to_string(pt.c.prob.N) +
-                              "×" + std::to_string(pt.c.prob.K);
-    std::printf("%-16s %3d %20s %11s %11s %8.2f ms %11s %13s\n", pt.name.c_str(), pt.p,
-                shape.c_str(), mib(max_of(pt.ranks, &rank_figures::peak)).c_str(),
-                mib(max_of(pt.ranks, &rank_figures::check_peak)).c_str(),
-                max_of(pt.ranks, &rank_figures::check_s) * 1e3,
-                mib(max_of(pt.ranks, &rank_figures::panels)).c_str(),
-                flops_text(max_of(pt.ranks, &rank_figures::flops)).c_str());
-    if (!pt.failure.empty())
-      std::printf("FAIL %s p=%d: %s\n", pt.name.c_str(), pt.p, pt.failure.c_str());
-    points.push_back(point_json(pt));
-  }
-  if (!o.out.empty()) {
-    const std::filesystem::path dir(o.out);
-    json rules_json = json::object();
-    for (const std::string& n : names)
-      rules_json[n] = o.grow.empty()
-                          ? json{{"grows", rules().at(n).dims}, {"shards", rules().at(n).why}}
-                          : json{{"grows", o.grow}, {"shards", "--grow"}};
-    const json doc = {{"machine", compare::machine_json(ranks)},
-                      {"unit", {{"M", o.m}, {"N", o.n}, {"K", o.k}}},
-                      {"dtype", o.dtype},
-                      {"workers", workers},
-                      {"rules", rules_json},
-                      {"points", points},
-                      {"plots", plot(dir, all, names)}};
-    std::ofstream(dir / "scale.json") << doc.dump(2) << "\n";
-    std::printf("wrote %s\n", (dir / "scale.json").string().c_str());
-  }
+  report(all, names, workers, o, ranks);
   return failed > 0 ? 1 : 0;
 }
 

@@ -232,20 +232,24 @@ case_verdict driver::run(const par::run_case& c, unsigned mask) {
   if (std::getenv("SHARDCHECK_TRACE") != nullptr)
     std::fprintf(stderr, "case: %s\n", c.to_string().c_str());
   const std::string message = std::to_string(mask) + " " + c.to_string();
-  // A log that cannot be written ends the job (exit 4) at once: an exception here would be taken
-  // by RapidCheck for the property failing.
+  // A log that cannot be written (a full disk) ends the job at once with the code of a file that
+  // cannot be written (exit 2): an exception here would be taken by RapidCheck for the property
+  // failing.
   if (case_log_ != nullptr && (std::fprintf(case_log_.get(), "%s\n", c.to_string().c_str()) < 0 ||
                                std::fflush(case_log_.get()) != 0)) {
-    std::fprintf(stderr, "shardcheck: runtime error: --log-cases: cannot write: %s\n",
+    std::fprintf(stderr, "shardcheck: --log-cases: cannot write %s: %s\n", case_log_path_.c_str(),
                  std::strerror(errno));
+    std::fflush(stdout);
     std::fflush(stderr);
-    PMPI_Abort(world_.native_handle(), exit_code::runtime);  // not a kernel's (pmpi.hpp)
+    if (world_.size() == 1) std::_Exit(exit_code::usage);
+    PMPI_Abort(world_.native_handle(), exit_code::usage);  // not a kernel's (pmpi.hpp)
   }
   send_command(world_, message);
   return execute(message);
 }
 
 void driver::log_cases(const std::string& path) {
+  case_log_path_ = path;
   case_log_.reset(std::fopen(path.c_str(), "a"));
   if (case_log_ == nullptr)
     throw error("--log-cases: cannot open " + path + " for appending: " + std::strerror(errno));

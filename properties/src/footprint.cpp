@@ -1,12 +1,15 @@
 #include "shardcheck/properties/footprint.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "shardcheck/parallel/plan.hpp"
 
@@ -82,11 +85,65 @@ footprint footprint_of(const par::kernel& k, const par::run_case& c) {
   return out;
 }
 
+namespace {
+
+// The number a cgroup file holds ("max" or a missing file: none, INT64_MAX).
+std::int64_t cgroup_value(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return INT64_MAX;
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  return ec == std::errc() && v > 0 ? v : INT64_MAX;
+}
+
+// The memory limit of this process's cgroup and of every cgroup above it, the lowest:
+// memory.max (cgroup v2) or memory.limit_in_bytes (v1, where "no limit" is a number near 2⁶³).
+std::int64_t cgroup_memory_limit() {
+  std::ifstream in("/proc/self/cgroup");
+  std::int64_t lowest = INT64_MAX;
+  for (std::string line; std::getline(in, line);) {
+    // "0::/user.slice/…" (v2) or "4:memory:/docker/…" (v1)
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1);
+    std::string root, file;
+    if (controllers.empty()) {
+      root = "/sys/fs/cgroup";
+      file = "memory.max";
+    } else {
+      std::istringstream names(controllers);
+      bool memory = false;
+      for (std::string n; std::getline(names, n, ',');) memory = memory || n == "memory";
+      if (!memory) continue;
+      root = "/sys/fs/cgroup/memory";
+      file = "memory.limit_in_bytes";
+    }
+    while (true) {
+      lowest = std::min(lowest, cgroup_value(root + path + (path == "/" ? "" : "/") + file));
+      if (path.empty() || path == "/") break;
+      path = path.substr(0, std::max<std::size_t>(path.rfind('/'), 1));
+    }
+  }
+  return lowest;
+}
+
+}  // namespace
+
 std::int64_t default_memory_limit(int ranks_here) {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return INT64_MAX;
-  const std::int64_t machine = static_cast<std::int64_t>(pages) * page;
-  return machine / 4 * 3 / std::max(ranks_here, 1);
+  std::int64_t machine =
+      pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : INT64_MAX;
+  // A cgroup (a container, a systemd slice, a batch job) holds the ranks on this node together.
+  machine = std::min(machine, cgroup_memory_limit());
+  std::int64_t per_rank =
+      machine == INT64_MAX ? INT64_MAX : machine / 4 * 3 / std::max(ranks_here, 1);
+  // `ulimit -v` bounds each process's address space.
+  rlimit as{};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    per_rank = std::min(per_rank, static_cast<std::int64_t>(as.rlim_cur / 4 * 3));
+  return per_rank;
 }
 
 void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t limit) {

@@ -22,6 +22,10 @@ namespace {
 constexpr std::size_t line_capacity = (128 << 10) + 4096;
 char line_buffer[line_capacity];
 std::atomic<std::size_t> line_length{0};
+// What a command outside any case is doing (doing()), for the crash handler.
+constexpr std::size_t doing_capacity = 4096;
+char doing_buffer[doing_capacity];
+std::atomic<std::size_t> doing_length{0};
 char rank_text[16] = "?";
 std::size_t rank_length = 1;
 alignas(16) char alternate_stack[64 << 10];  // a stack overflow still reaches the handler
@@ -33,6 +37,8 @@ bool speaks = false;
 std::mutex state;
 std::string finished_text;
 std::string running_line;
+std::string doing_text;
+std::function<void()> save_partial;
 std::atomic<int> complete_code{-1};  // ≥ 0 once the command is done (lock-free: signal-safe)
 std::function<void(const std::string&, const std::string&)> abort_writer;
 
@@ -65,7 +71,12 @@ extern "C" void on_crash(int sig) {
   say(" crashed (");
   say(name_of(sig));
   const std::size_t n = line_length.load();
-  if (n == 0) {
+  const std::size_t d = doing_length.load();
+  if (n == 0 && d > 0) {
+    say(") while ");
+    say(doing_buffer, d);
+    say("\n");
+  } else if (n == 0) {
     say(") outside any case\n");
   } else {
     say(") while running a case\nreplay: ");
@@ -120,10 +131,18 @@ void speak_and_exit() {
   while (::read(wake_pipe[0], &sig, 1) != 1) {
   }
   std::lock_guard lock(state);
+  if (save_partial) {
+    try {
+      save_partial();
+    } catch (...) {  // an unwritable partial file: the interrupt still ends the run
+    }
+  }
   std::fflush(stdout);
   std::fprintf(stdout, "%s", finished_text.c_str());
   std::fprintf(stdout, "shardcheck: interrupted (%s)", name_of(sig));
-  if (running_line.empty())
+  if (running_line.empty() && !doing_text.empty())
+    std::fprintf(stdout, " while %s\n", doing_text.c_str());
+  else if (running_line.empty())
     std::fprintf(stdout, " between cases\n");
   else
     std::fprintf(stdout, " while running a case\nreplay: %s\n", running_line.c_str());
@@ -187,6 +206,22 @@ void finished(std::string text) {
 
 void on_abort(std::function<void(const std::string& what, const std::string& replay)> write) {
   abort_writer = std::move(write);
+}
+
+void doing(const std::string& what) {
+  doing_length.store(0);
+  const std::size_t n = std::min(what.size(), doing_capacity);
+  std::memcpy(doing_buffer, what.data(), n);
+  doing_length.store(n);
+  if (speaks) {
+    std::lock_guard lock(state);
+    doing_text = what;
+  }
+}
+
+void on_interrupt(std::function<void()> save) {
+  std::lock_guard lock(state);
+  save_partial = std::move(save);
 }
 
 void complete(int code) {

@@ -127,6 +127,7 @@ class driver {
   struct watchdog;
   std::unique_ptr<watchdog> dog_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> case_log_{nullptr, &std::fclose};
+  std::string case_log_path_;
 };
 
 // How this build's MPI launches `ranks` processes, as a replay line starts: Open MPI's

@@ -28,8 +28,11 @@ struct footprint {
 // The largest rank_footprint over c's p ranks.
 [[nodiscard]] footprint footprint_of(const par::kernel& k, const par::run_case& c);
 
-// The default limit per rank: three quarters of this machine's physical memory, shared by the
-// `ranks_here` ranks running on it.
+// The default limit per rank: three quarters of this machine's memory, shared by the
+// `ranks_here` ranks running on it, where the machine's memory is the lowest of its physical
+// memory and its cgroup's memory limit (cgroup v2 memory.max, v1 memory.limit_in_bytes, of this
+// process's cgroup and those above it); and at most three quarters of the address space a
+// process may take (RLIMIT_AS, `ulimit -v`).
 [[nodiscard]] std::int64_t default_memory_limit(int ranks_here);
 
 // Throws invalid_problem when case c's footprint is above `limit` bytes per rank, e.g.

@@ -29,6 +29,13 @@ void running(const std::string& replay);
 void idle();
 // The leader's verdicts so far, as an interrupt prints them (the table, its failures).
 void finished(std::string text);
+// What a command that runs no case is doing, e.g. "compare: summa rep 3": a crash outside any
+// case says "crashed (SIGSEGV) while compare: summa rep 3", an interrupt "interrupted (SIGTERM)
+// while compare: summa rep 3". Empty: nothing said.
+void doing(const std::string& what);
+// Called once by the leader on an interrupt, before it prints: a command's partial result files
+// are written here (complete: false).
+void on_interrupt(std::function<void()> save);
 // The command is done and its output final (complete flushes it): from now on an interrupt ends
 // this rank at once with `code`, silently. That is mpirun's SIGTERM when another rank ended first
 // with a failure's non-zero code (it ends the job's other ranks), which would otherwise report
