@@ -34,10 +34,10 @@ int cli_main(int argc, char** argv, par::registry extra) {
   const auto mpi = [] { return true; };
   all.push_back({compare::add_subcommand(app, co), mpi,
                  [&] { return compare::run(cat.strategies(), find, co); }});
-  all.push_back(
-      {audit::add_subcommand(app, ao), mpi, [&] { return audit::run(cat.strategies(), find, ao); }});
-  all.push_back(
-      {scale::add_subcommand(app, so), mpi, [&] { return scale::run(cat.strategies(), find, so); }});
+  all.push_back({audit::add_subcommand(app, ao), mpi,
+                 [&] { return audit::run(cat.strategies(), find, ao); }});
+  all.push_back({scale::add_subcommand(app, so), mpi,
+                 [&] { return scale::run(cat.strategies(), find, so); }});
   return runner::run(app, argc, argv, all, cat.extra.hooks());
 }
 

@@ -10,8 +10,8 @@
 // It reports, per strategy, tensor and dtype: the max and mean error, the share of each tier's
 // bound used (rigorous γ_k, statistical γ̃_k(λ), bound.hpp), the growth exponent of the error
 // against K and against p (least squares in log-log), and a flag on what grows faster than the
-// reference or than its chain predicts (the rule: docs/compare-audit-scale.md, "Auditing the numerics").
-// Writes audit.csv, audit.json, audit_summary.md and a plot per strategy (PNG and SVG).
+// reference or than its chain predicts (the rule: docs/compare-audit-scale.md, "Auditing the
+// numerics"). Writes audit.csv, audit.json, audit_summary.md and a plot per strategy (PNG and SVG).
 #include <cstdint>
 #include <functional>
 #include <string>

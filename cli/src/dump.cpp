@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "npy.hpp"
-#include "shardcheck/properties/verdict.hpp"
 #include "runner.hpp"
+#include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "values.hpp"
 

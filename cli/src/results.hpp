@@ -31,7 +31,7 @@ struct strategy_result {
   double worst_error = 0, worst_memory = 0;
   prop::error_figures errors;  // per dtype, output tensor and mode, with each tier's share
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
-  std::int64_t recorded_sent = 0;  // the most bytes one rank sent in one case, as recorded
+  std::int64_t recorded_sent = 0;   // the most bytes one rank sent in one case, as recorded
   std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls
   unsigned not_claimed = 0, not_measured = 0;
   // Generated cases the kernel declined (its preconditions), and the reason of the first.

@@ -12,8 +12,10 @@
 
 #include "pmpi/window.hpp"
 #include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/memory.hpp"
 
 namespace {
+using shardcheck::mem::mpi_heap;
 using shardcheck::par::collective;
 using shardcheck::par::ledger_entry;
 using shardcheck::par::pmpi::detail::comm_state;
@@ -91,29 +93,34 @@ extern "C" {
 
 int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                    MPI_Win* win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return created(comm, size, win,
                  [&] { return PMPI_Win_create(base, size, disp_unit, info, comm, win); });
 }
 
 int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
                      MPI_Win* win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return created(comm, size, win,
                  [&] { return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win); });
 }
 
 int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                             void* baseptr, MPI_Win* win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return created(comm, size, win, [&] {
     return PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
   });
 }
 
 int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win* win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return created(comm, 0, win, [&] { return PMPI_Win_create_dynamic(info, comm, win); });
 }
 
 // Forgotten whoever frees it: MPI may hand the handle out again.
 int MPI_Win_free(MPI_Win* win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   if (win == nullptr) return PMPI_Win_free(win);
   const MPI_Win handle = *win;
   const target t = recorded(handle);
@@ -128,6 +135,7 @@ int MPI_Win_free(MPI_Win* win) {
 }
 
 int MPI_Win_fence(int assert, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   const target t = recorded(win);
   if (!t) return PMPI_Win_fence(assert, win);
   return collective_call(t, par::win_sync_entry(collective::win_fence),
@@ -139,6 +147,7 @@ int MPI_Win_fence(int assert, MPI_Win win) {
 int MPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
             int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype,
             MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::put_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
       [&] {
@@ -150,6 +159,7 @@ int MPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datat
 int MPI_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
              int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype,
              MPI_Win win, MPI_Request* request) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::put_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
       [&] {
@@ -160,6 +170,7 @@ int MPI_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_data
 
 int MPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
             MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::get_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
       [&] {
@@ -171,6 +182,7 @@ int MPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, i
 int MPI_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
              MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win,
              MPI_Request* request) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::get_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
       [&] {
@@ -182,6 +194,7 @@ int MPI_Rget(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, 
 int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
                    int target_rank, MPI_Aint target_disp, int target_count,
                    MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win,
       [&] { return par::accumulate_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
@@ -194,6 +207,7 @@ int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origi
 int MPI_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
                     int target_rank, MPI_Aint target_disp, int target_count,
                     MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request* request) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win,
       [&] { return par::accumulate_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
@@ -207,6 +221,7 @@ int MPI_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype o
                        void* result_addr, int result_count, MPI_Datatype result_datatype,
                        int target_rank, MPI_Aint target_disp, int target_count,
                        MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win,
       [&] {
@@ -226,6 +241,7 @@ int MPI_Rget_accumulate(const void* origin_addr, int origin_count, MPI_Datatype 
                         int target_rank, MPI_Aint target_disp, int target_count,
                         MPI_Datatype target_datatype, MPI_Op op, MPI_Win win,
                         MPI_Request* request) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win,
       [&] {
@@ -242,6 +258,7 @@ int MPI_Rget_accumulate(const void* origin_addr, int origin_count, MPI_Datatype 
 
 int MPI_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype,
                      int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::fetch_and_op_entry(target_rank, bytes_of(datatype)); },
       [&] {
@@ -253,6 +270,7 @@ int MPI_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype da
 int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void* result_addr,
                          MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
                          MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::compare_and_swap_entry(target_rank, bytes_of(datatype)); },
       [&] {
@@ -264,72 +282,84 @@ int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void
 // ---- synchronisation --------------------------------------------------------------------------
 
 int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_lock, rank); },
       [&] { return PMPI_Win_lock(lock_type, rank, assert, win); });
 }
 
 int MPI_Win_unlock(int rank, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_unlock, rank); },
       [&] { return PMPI_Win_unlock(rank, win); });
 }
 
 int MPI_Win_lock_all(int assert, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_lock_all); },
       [&] { return PMPI_Win_lock_all(assert, win); });
 }
 
 int MPI_Win_unlock_all(MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_unlock_all); },
       [&] { return PMPI_Win_unlock_all(win); });
 }
 
 int MPI_Win_flush(int rank, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_flush, rank); },
       [&] { return PMPI_Win_flush(rank, win); });
 }
 
 int MPI_Win_flush_all(MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_flush_all); },
       [&] { return PMPI_Win_flush_all(win); });
 }
 
 int MPI_Win_flush_local(int rank, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_flush_local, rank); },
       [&] { return PMPI_Win_flush_local(rank, win); });
 }
 
 int MPI_Win_flush_local_all(MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_flush_local_all); },
       [&] { return PMPI_Win_flush_local_all(win); });
 }
 
 int MPI_Win_post(MPI_Group group, int assert, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_post, -1, group_size(group)); },
       [&] { return PMPI_Win_post(group, assert, win); });
 }
 
 int MPI_Win_start(MPI_Group group, int assert, MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_start, -1, group_size(group)); },
       [&] { return PMPI_Win_start(group, assert, win); });
 }
 
 int MPI_Win_complete(MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_complete); },
       [&] { return PMPI_Win_complete(win); });
 }
 
 int MPI_Win_wait(MPI_Win win) {
+  const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_wait); },
       [&] { return PMPI_Win_wait(win); });
