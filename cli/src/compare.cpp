@@ -601,6 +601,7 @@ step_result run_step(const measured& s, par::ledger* log, bool keep) {
   // The first step records as verify does: the comms' calls and the kernel's raw MPI calls on
   // the mesh's communicators (pmpi.hpp), the whole mesh as axis −1.
   std::optional<par::pmpi::recording> raw;
+  barrier();  // before the recording: compare's own, on the world every mesh axis may match
   if (log != nullptr) {
     grid.attach(log, true);
     std::vector<par::pmpi::tracked_comm> comms{{grid.all().native_handle(), -1}};
@@ -609,7 +610,6 @@ step_result run_step(const measured& s, par::ledger* log, bool keep) {
     raw.emplace(*log, true, comms);
     log->set_phase(par::phase::forward);
   }
-  barrier();
   clock.running = true;
   const double t0 = MPI_Wtime();
   std::int64_t peak = 0;

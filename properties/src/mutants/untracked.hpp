@@ -4,8 +4,8 @@
 // kernel's measured peak over its bound (only the mutants meant for `memory` allocate where the
 // meter sees it).
 //
-//   untracked_vector<double> v(n);    // std::malloc / std::free: neither the tracking allocator
-//                                     // nor the global operator new, so never counted
+//   untracked_vector<double> v(n);    // glibc's __libc_malloc / __libc_free: below the metered
+//                                     // malloc (heap_hook.cpp) and operator new, never counted
 //   off_meter hide(bytes);            // takes `bytes` off the meter's live count for its
 //   par::any_matrix copy = original;  // lifetime: a tracked copy of `bytes` made after it, and
 //                                     // freed before it, leaves the peak where it was
@@ -16,6 +16,10 @@
 
 #include "shardcheck/parallel/memory.hpp"
 
+// glibc's own allocator, beneath the metered C allocation API the check program defines.
+extern "C" void* __libc_malloc(std::size_t);  // NOLINT(bugprone-reserved-identifier)
+extern "C" void __libc_free(void*);           // NOLINT(bugprone-reserved-identifier)
+
 namespace shardcheck::prop::mutants {
 
 template <class T>
@@ -25,11 +29,11 @@ struct untracked_allocator {
   template <class U>
   untracked_allocator(const untracked_allocator<U>&) noexcept {}
   [[nodiscard]] T* allocate(std::size_t n) {
-    void* p = std::malloc(n == 0 ? 1 : n * sizeof(T));
+    void* p = __libc_malloc(n == 0 ? 1 : n * sizeof(T));
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
-  void deallocate(T* p, std::size_t) noexcept { std::free(p); }
+  void deallocate(T* p, std::size_t) noexcept { __libc_free(p); }
   template <class U>
   bool operator==(const untracked_allocator<U>&) const noexcept {
     return true;
