@@ -115,6 +115,25 @@ int MPI_Op_free(MPI_Op* op) {
   const mpi_heap in_mpi;
   return PMPI_Op_free(op);
 }
+// Attributes: a keyval and the attribute's entry are MPI's (a datatype made once for the run
+// registers its release at MPI_Finalize through one, comm.cpp).
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* copy, MPI_Comm_delete_attr_function* del,
+                           int* keyval, void* extra_state) {
+  const mpi_heap in_mpi;
+  return PMPI_Comm_create_keyval(copy, del, keyval, extra_state);
+}
+int MPI_Comm_free_keyval(int* keyval) {
+  const mpi_heap in_mpi;
+  return PMPI_Comm_free_keyval(keyval);
+}
+int MPI_Comm_set_attr(MPI_Comm comm, int keyval, void* value) {
+  const mpi_heap in_mpi;
+  return PMPI_Comm_set_attr(comm, keyval, value);
+}
+int MPI_Comm_delete_attr(MPI_Comm comm, int keyval) {
+  const mpi_heap in_mpi;
+  return PMPI_Comm_delete_attr(comm, keyval);
+}
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
   const mpi_heap in_mpi;
   return PMPI_Comm_group(comm, group);
