@@ -40,7 +40,7 @@ struct target {
 target recorded(MPI_Win win) {
   window* w = detail::active();
   if (w == nullptr) return {};
-  const rma_state* r = w->find(win);
+  const rma_state* r = w->find_window(win);
   return r == nullptr ? target{} : target{w, w->find(r->comm)};
 }
 

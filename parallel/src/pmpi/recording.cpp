@@ -97,7 +97,7 @@ void window::forget(MPI_Comm c) {
   std::erase(foreign, c);
 }
 
-rma_state* window::find(MPI_Win w) {
+rma_state* window::find_window(MPI_Win w) {
   if (w == MPI_WIN_NULL) return nullptr;
   for (rma_state& r : windows)
     if (r.win == w) return &r;

@@ -60,7 +60,8 @@ struct window {
   // Stops recording c (about to be freed).
   void forget(MPI_Comm c);
   // The one-sided window w, or nullptr when it is not recorded.
-  [[nodiscard]] rma_state* find(MPI_Win w);
+  [[nodiscard]] rma_state* find_window(
+      MPI_Win w);  // not find: MPICH's MPI_Win and MPI_Comm are both int
   // Records window w, just created on c.
   void open_rma(MPI_Comm c, MPI_Win w);
   // Stops recording w (freed): frees its duplicate.
