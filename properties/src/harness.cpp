@@ -200,13 +200,24 @@ std::string compare_ledger(const std::vector<par::ledger_entry>& got,
   return {};
 }
 
+// The replica check's hash of a block's bits, every NaN taken as one canonical NaN: IEEE 754 does
+// not say which operand's payload (or sign) a NaN result carries, and an MPI library reduces in an
+// operand order of its own on each rank (MPICH's MPI_SUM adds a + b on one rank, b + a on the
+// other), so NaN payloads may differ between correct replicas; a NaN against a number still does.
 std::uint64_t hash_bits(const any_matrix& m) {
   return std::visit(
       [](const auto& v) {
+        using T = typename std::decay_t<decltype(v.data)>::value_type;
         std::uint64_t h = 1469598103934665603ull ^ (v.rows * 0x9e3779b97f4a7c15ull) ^ v.cols;
-        const auto* bytes = reinterpret_cast<const unsigned char*>(v.data.data());
-        for (std::size_t i = 0; i < v.data.size() * sizeof(v.data[0]); ++i)
-          h = (h ^ bytes[i]) * 1099511628211ull;
+        for (const T& x : v.data) {
+          unsigned char bytes[sizeof(T)];
+          if (x != x) {  // NaN (float, double, bfloat16_t, half_t alike)
+            std::memset(bytes, 0xff, sizeof(T));
+          } else {
+            std::memcpy(bytes, &x, sizeof(T));
+          }
+          for (const unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
+        }
         return h;
       },
       m);
