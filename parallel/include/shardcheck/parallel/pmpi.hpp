@@ -47,8 +47,8 @@
 // communicator's); one that splits off a half of an axis records that axis; on a 1-D mesh a
 // duplicate of ctx.grid.all() records axis 0.
 //
-// Interception. A window may carry an interceptor (the harness installs one for a mutant case:
-// properties/src/mutants): every recorded collective (blocking or started) is handed to it twice,
+// Interception. A window may carry an interceptor (a layer installed from outside the kernel, e.g.
+// fault injection): every recorded collective (blocking or started) is handed to it twice,
 // before its fingerprint (`above`: what it runs instead is fingerprinted and recorded as the
 // kernel's call) and around the MPI call itself (`below`: the ledger records the call asked for).
 #include <mpi.h>
