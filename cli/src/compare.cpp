@@ -1225,11 +1225,13 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   else if (policy.reduce != dtype::f32)
     throw usage_error("--reduce is for --dtype bf16 or f16");
   const par::backend backend = par::parse_backend(o.backend);
+  // --act is checked with or without --H: a misspelt activation is never accepted silently.
+  const activation act = parse_activation(o.act);
   if (!o.hidden.empty()) {
     prob.hidden = par::partition::parse(o.hidden).sizes();
     for (std::int64_t h : prob.hidden)
       if (h < 1) throw usage_error("--H: every hidden width must be at least 1");
-    prob.act = parse_activation(o.act);
+    prob.act = act;
   }
   prob.validate();
   par::comm world = par::comm::world();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -152,6 +153,34 @@ const CLI::Validator& positive_number() {
   return v;
 }
 
+const CLI::Validator& within_64_bits() {
+  static const CLI::Validator v(
+      [](const std::string& text) {
+        // Each item of a list (`--p 2,99999999999999999999`) that is a whole number in digits.
+        std::size_t begin = 0;
+        while (begin <= text.size()) {
+          const std::size_t end = std::min(text.find(',', begin), text.size());
+          const std::string_view item(text.data() + begin, end - begin);
+          const std::string_view digits = item.substr(!item.empty() && item[0] == '-' ? 1 : 0);
+          if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
+            std::int64_t s = 0;
+            std::uint64_t u = 0;
+            const char* last = item.data() + item.size();
+            const bool fits =
+                std::from_chars(item.data(), last, s).ec == std::errc() ||
+                (item[0] != '-' && std::from_chars(item.data(), last, u).ec == std::errc());
+            if (!fits)
+              return "'" + std::string(item) + "' is past 64 bits (from -9223372036854775808 to " +
+                     "18446744073709551615)";
+          }
+          begin = end + 1;
+        }
+        return std::string();
+      },
+      "");
+  return v;
+}
+
 const CLI::Validator& not_empty() {
   static const CLI::Validator v(
       [](const std::string& text) { return text.empty() ? std::string("must not be empty") : ""; },
@@ -274,9 +303,11 @@ int run(CLI::App& app, int argc, char** argv, const std::vector<command>& comman
         const par::process_hooks& hooks) {
   // No option takes an empty value: `--p ''` or `--backend ''` would otherwise be read as the
   // default, silently.
+  // Nor a number past 64 bits: it would otherwise be read as the nearest 64-bit value (`--K
+  // 99999999999999999999` as 9223372036854775807), silently.
   for (const command& c : commands)
     for (CLI::Option* o : c.app->get_options())
-      if (o->get_type_size() != 0) o->check(not_empty());
+      if (o->get_type_size() != 0) o->check(not_empty()).check(within_64_bits());
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -43,6 +43,9 @@ struct usage_error : error {
 [[nodiscard]] const CLI::Validator& unsigned_integer();
 // A finite number above 0 that a double holds (1e-400, which reads as 0, is refused).
 [[nodiscard]] const CLI::Validator& positive_number();
+// No whole number, alone or in a comma list, past what 64 bits hold (CLI11 would read it as the
+// nearest 64-bit value).
+[[nodiscard]] const CLI::Validator& within_64_bits();
 // Any value but the empty one (`--p ''` would otherwise read as the default).
 [[nodiscard]] const CLI::Validator& not_empty();
 
