@@ -36,6 +36,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace mylab {
 namespace sc = shardcheck::par;
@@ -75,12 +76,38 @@ class petsc_dense : public sc::kernel {
     return {sc::placement::S(0)};
   }
 
-  sc::claims cost(const sc::run_case& c, std::span<const int>) const override {
+  sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
     sc::claims out;
+    out.collectives = ledger(c, coords[0]);
     const std::int64_t depth = sc::reduction_depth(sc::backend::mpi, sc::collective::reduce_scatter,
                                                    c.p, c.prob.N * c.prob.K);
     out.chains = std::vector<sc::chain_lengths>{
         {c.prob.K, c.prob.N, c.part("M").max_size() + depth, {.dw = depth}}};
+    return out;
+  }
+
+  // What PETSc 3.18 sends for case c on rank me, call by call (see the header).
+  static sc::claims::collective_claim ledger(const sc::run_case& c, int me) {
+    const auto& p = c.prob;
+    const bool out_in = p.layout == shardcheck::weight_layout::out_in;
+    sc::claims::collective_claim out;
+    petsc_calls fwd{out.forward, c.p, me}, bwd{out.backward, c.p, me};
+    fwd.create();  // X
+    fwd.create();  // W
+    if (out_in)
+      fwd.mat_transpose_mult(c.part("N"), p.K);  // Y = X·Wᵀ gathers W (N × K)
+    else
+      fwd.mat_mult(columns(c, "K"), p.N);  // Y = X·W, one MatMult per column of W
+    bwd.create();                          // X
+    bwd.create();                          // W
+    bwd.create();                          // dY
+    if (out_in) {
+      bwd.mat_mult(columns(c, "N"), p.K);        // dX = dY·W
+      bwd.transpose_mat_mult(c.part("N"), p.K);  // dW = dYᵀ·X, rows of dW as dY's columns
+    } else {
+      bwd.mat_transpose_mult(c.part("K"), p.N);      // dX = dY·Wᵀ gathers W (K × N)
+      bwd.transpose_mat_mult(columns(c, "K"), p.N);  // dW = Xᵀ·dY, rows of dW as X's columns
+    }
     return out;
   }
 
@@ -138,6 +165,95 @@ class petsc_dense : public sc::kernel {
   }
 
  private:
+  // The MPI calls of PETSc's steps on rank me of p, appended to one phase's ledger. A PetscLayout's
+  // set-up gathers every rank's local size (MPI_Allgather of one PetscInt); a MATMPIDENSE's
+  // assembly finds who sends it stashed entries (PetscCommBuildTwoSided's MPI_Allreduce of p ints;
+  // nobody sends any). One rank makes MATSEQDENSE matrices instead, whose assembly and products
+  // are local: only their layouts' set-up calls MPI.
+  struct petsc_calls {
+    std::vector<sc::ledger_entry>& log;
+    int p, me;
+
+    void layout(int axis) const {
+      const std::vector<std::int64_t> one_each(static_cast<std::size_t>(p), 1);
+      auto e = sc::all_gather_entry(sc::backend::mpi, one_each, me, sizeof(PetscInt));
+      e.axis = axis;
+      log.push_back(e);
+    }
+    void allreduce_ints(std::int64_t n) const {
+      log.push_back(sc::all_reduce_entry(sc::backend::mpi, n, me, p, sizeof(PetscMPIInt)));
+    }
+    void assembly() const {
+      if (p > 1) allreduce_ints(p);
+    }
+    // MatCreateDense on the mesh's communicator (axis −1: the layouts keep the communicator they
+    // are given) and its assembly (on PETSc's duplicate of it: axis 0).
+    void create() const {
+      layout(-1);
+      layout(-1);
+      assembly();
+    }
+    // A product's C: made on PETSc's communicator, its row and column layouts set up.
+    void product() const {
+      layout(0);
+      layout(0);
+    }
+    // MatMatTransposeMult(A, B): B's rows (`rows`, each `cols` long) gathered by MPI_Allgatherv.
+    void mat_transpose_mult(const sc::partition& rows, std::int64_t cols) const {
+      product();
+      if (p == 1) return;
+      log.push_back(sc::all_gather_entry(sc::backend::mpi, rows.scaled(cols), me, sizeof(double)));
+      assembly();
+    }
+    // MatTransposeMatMult(A, B): the local Aᵀ·B (all of C) summed into C's rows (`rows`, each
+    // `cols` long) by MPI_Reduce_scatter.
+    void transpose_mat_mult(const sc::partition& rows, std::int64_t cols) const {
+      product();
+      if (p == 1) return;
+      log.push_back(
+          sc::reduce_scatter_entry(sc::backend::mpi, rows.scaled(cols), me, sizeof(double)));
+      assembly();
+    }
+    // MatMatMult(A, B) (MatProductNumeric_X_Dense): per column of B a MatMult, whose PetscSF
+    // gathers the column by A's column layout `acols`. Column 0 first makes B's and C's column
+    // vectors (a layout each), and A's PetscSF: PetscSFSetGraphWithPattern compares the ranks'
+    // shares (MPI_Allreduce of 2 PetscInts); unequal shares make it an ALLGATHERV SF, whose set-up
+    // counts the ranks without a share (MPI_Allreduce of 1 int) and, when only one rank has any,
+    // finds that rank (1 int more) and broadcasts from it instead of gathering.
+    void mat_mult(const sc::partition& acols, std::int64_t columns) const {
+      product();
+      if (p == 1) return;
+      if (columns > 0) {
+        layout(0);
+        layout(0);
+        log.push_back(sc::all_reduce_entry(sc::backend::mpi, 2, me, p, sizeof(PetscInt)));
+        int holders = 0, root = -1;
+        bool equal = true;
+        for (int r = 0; r < p; ++r) {
+          if (acols.size(r) > 0) ++holders, root = r;
+          equal = equal && acols.size(r) == acols.size(0);
+        }
+        const bool bcast = !equal && holders == 1;
+        if (!equal) allreduce_ints(1);
+        if (bcast) allreduce_ints(1);
+        const std::int64_t n = acols.length();
+        for (std::int64_t k = 0; k < columns; ++k)
+          log.push_back(
+              bcast ? sc::broadcast_entry(sc::backend::mpi, n, root, me, p, sizeof(double))
+                    : sc::all_gather_entry(sc::backend::mpi, acols.scaled(1), me, sizeof(double)));
+      }
+      assembly();
+    }
+  };
+
+  // PETSc's partition of dimension `dim` as a matrix's columns: the case's where it splits it,
+  // PetscSplitOwnership's (balanced) elsewhere.
+  static sc::partition columns(const sc::run_case& c, const char* dim) {
+    const auto it = c.parts.find(dim);
+    return it == c.parts.end() ? sc::partition::balanced(sc::dim_length(c.prob, dim), c.p)
+                               : it->second;
+  }
+
   // This rank's share of dimension `dim` where the case splits it, PETSC_DECIDE elsewhere.
   static PetscInt local_size(const sc::run_case& c, const char* dim, int rank) {
     const auto it = c.parts.find(dim);
