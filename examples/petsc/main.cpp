@@ -3,7 +3,9 @@
 // PETSc is set up once per process, on MPI initialised here (shardcheck takes MPI as it finds it),
 // with PETSc's signal handler off so that a crash reaches shardcheck's report.
 #include <mpi.h>
-#include <petscsys.h>
+#include <petscmat.h>
+#include <petscsf.h>
+#include <petscvec.h>
 
 #include <memory>
 #include <shardcheck/cli.hpp>
@@ -14,7 +16,9 @@ int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   PetscOptionsSetValue(nullptr, "-no_signal_handler", nullptr);
-  if (PetscInitializeNoArguments() != 0) MPI_Abort(MPI_COMM_WORLD, 3);
+  if (PetscInitializeNoArguments() != 0 || MatInitializePackage() != 0 ||
+      VecInitializePackage() != 0 || PetscSFInitializePackage() != 0)
+    MPI_Abort(MPI_COMM_WORLD, 3);
   int code = 0;
   {
     shardcheck::par::registry mine;

@@ -79,6 +79,7 @@ class petsc_dense : public sc::kernel {
   sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
     sc::claims out;
     out.collectives = ledger(c, coords[0]);
+    out.peak = peak(c, coords[0]);
     const std::int64_t depth = sc::reduction_depth(sc::backend::mpi, sc::collective::reduce_scatter,
                                                    c.p, c.prob.N * c.prob.K);
     out.chains = std::vector<sc::chain_lengths>{
@@ -109,6 +110,57 @@ class petsc_dense : public sc::kernel {
       bwd.transpose_mat_mult(columns(c, "K"), p.N);  // dW = Xᵀ·dY, rows of dW as X's columns
     }
     return out;
+  }
+
+  // The heap PETSc 3.18 and the adapter hold at most in each phase on rank me (see the header):
+  // every array whose size the case sets, as PetscMalloc asks for it, plus PETSc's bookkeeping.
+  static sc::claims::peak_claim peak(const sc::run_case& c, int me) {
+    const auto& p = c.prob;
+    const bool out_in = p.layout == shardcheck::weight_layout::out_in;
+    const std::int64_t m = c.part("M").size(me);
+    const std::int64_t w = out_in ? c.part("N").size(me) : c.part("K").size(me);  // W's rows here
+    const std::int64_t d = sizeof(double);
+    // PetscMalloc asks for n doubles rounded up to PETSC_MEMALIGN (16 bytes); none for n = 0.
+    const auto array = [](std::int64_t n) {
+      return (n * std::int64_t{sizeof(double)} + 15) / 16 * 16;
+    };
+    // Matrices' local arrays: X, W, dY and the products' C (Y, dX, dW); the outputs the adapter
+    // copies them into (operator new, exact).
+    const std::int64_t x = array(m * p.K), wa = out_in ? array(w * p.K) : array(w * p.N);
+    const std::int64_t y = array(m * p.N), dx = array(m * p.K),
+                       dw = out_in ? array(w * p.K) : array(w * p.N);
+    std::int64_t fwd = x + wa + y + d * m * p.N;
+    std::int64_t bwd = x + wa + y + dx + dw + d * m * p.K + d * w * (out_in ? p.K : p.N);
+    if (c.p == 1) return {fwd + kSeqForward, bwd + kSeqBackward};
+    // Work arrays, and the small per-rank arrays: each layout's ranges (p + 1 PetscInts), each
+    // MATMPIDENSE's stash flags (2p PetscMPIInts), the products' counts and displacements.
+    const auto ints = [](std::int64_t n) {
+      return (n * std::int64_t{sizeof(PetscInt)} + 15) / 16 * 16;
+    };
+    const std::int64_t ranges = ints(c.p + 1), flags = ints(2 * c.p), counts = ints(c.p);
+    const std::int64_t matrix = 2 * ranges + flags;
+    const std::int64_t nk = array(p.N * p.K);
+    // MatMatMult's MatMult path for `columns` columns of B and A's column partition `acols`: the
+    // gathered column (lvec, acols' length), B's and C's column vectors (a layout each), and an
+    // ALLGATHERV PetscSF's counts and displacements when the shares differ.
+    const auto mat_mult = [&](const sc::partition& acols, std::int64_t columns) -> std::int64_t {
+      if (columns == 0) return 0;
+      bool equal = true;
+      for (int r = 0; r < c.p; ++r) equal = equal && acols.size(r) == acols.size(0);
+      return array(acols.length()) + 2 * ranges + (equal ? 0 : 2 * counts) + kMultBook;
+    };
+    if (out_in) {
+      // MatMatTransposeMult: W's own rows transposed and all of W gathered; counts, displacements.
+      fwd += 3 * matrix + array(w * p.K) + nk + counts + ranges;
+      // MatMatMult(dY, W); MatTransposeMatMult(dY, X): all of dYᵀ·X, twice (the local product
+      // and the reduce-scatter's send buffer), and the receive counts.
+      bwd += 5 * matrix + mat_mult(columns(c, "N"), p.K) + 2 * nk + counts;
+    } else {
+      fwd += 3 * matrix + mat_mult(columns(c, "K"), p.N);
+      // MatMatTransposeMult(dY, W) as in out_in's forward; MatTransposeMatMult(X, dY).
+      bwd += 5 * matrix + array(w * p.N) + nk + counts + ranges + 2 * nk + counts;
+    }
+    return {fwd + kForward, bwd + kBackward};
   }
 
   void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
@@ -299,6 +351,15 @@ class petsc_dense : public sc::kernel {
     petsc_check(MatDenseRestoreArrayRead(a, &data), "MatDenseRestoreArrayRead");
     return m;
   }
+
+  // PETSc's bookkeeping, which no size of the case changes: object headers and operation tables,
+  // composed-function lists, type names, layouts, stashes, Mat_Product and PetscSF structures.
+  // The largest measured over 1200 cases at 1–4 ranks (M, N, K 0 … 77, both layouts, uneven and
+  // empty parts), rounded up to 64 bytes: one rank's MATSEQDENSE forward (3 matrices, a product)
+  // and backward (5 matrices, 2 products); p > 1, MATMPIDENSE with its inner MATSEQDENSE; the
+  // MatMult path of MatMatMult (2 column vectors, a PetscSF, the sequential lvec).
+  static constexpr std::int64_t kSeqForward = 15872, kSeqBackward = 26432;
+  static constexpr std::int64_t kForward = 31296, kBackward = 57344, kMultBook = 7808;
 
   sc::kernel_info info_;
 };
