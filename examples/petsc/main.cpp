@@ -1,7 +1,9 @@
 // The check program: shardcheck's command line over PETSc's MATMPIDENSE products. Run it under
 // mpirun like `shardcheck` itself: `mpirun -n 4 petsc_check verify --strategy petsc_dense`.
 // PETSc is set up once per process, on MPI initialised here (shardcheck takes MPI as it finds it),
-// with PETSc's signal handler off so that a crash reaches shardcheck's report.
+// with PETSc's signal handler off so that a crash reaches shardcheck's report, and its Mat, Vec and
+// PetscSF packages registered up front: PETSc registers a package's types on its first use, once
+// per process, and that registration is no part of any case's peak.
 #include <mpi.h>
 #include <petscmat.h>
 #include <petscsf.h>
