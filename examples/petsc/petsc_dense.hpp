@@ -26,7 +26,33 @@
 //     rows of M whose partial sums MPI_Reduce_scatter adds in an order MPI chooses (p − 1 at
 //     worst). in_out has the same chains: Y a dgemv over all K per column, dX a dgemm over all N
 //     (the gathered W), dW as out_in.
-//   collectives, memory: not claimed.
+//   collectives: every MPI call PETSc 3.18 makes on the mesh's communicator or its duplicate, in
+//     order (read from mpidense.c, matproduct.c, pmap.c, matstash.c, mpits.c, sf.c and
+//     sfallgatherv.c; petsc_calls below). Each MatCreateDense sets up two PetscLayouts on the
+//     communicator it is given (axis −1): an MPI_Allgather of one PetscInt each. Its assembly
+//     runs PetscCommBuildTwoSided on PETSc's duplicate (axis 0): an MPI_Allreduce of p ints.
+//     A product's C gets two layouts on axis 0, then:
+//       MatMatTransposeMult  MPI_Allgatherv of B's rows, then C's assembly;
+//       MatTransposeMatMult  MPI_Reduce_scatter of all of Aᵀ·B by C's rows, then the assembly;
+//       MatMatMult           for column 0, B's and C's column vectors (a layout each) and A's
+//                            PetscSF: MPI_Allreduce of 2 PetscInts (are the shares of A's
+//                            columns equal?), if not 1 int (how many ranks have none?) and,
+//                            when only one has any, 1 int more (which?); then per column of B
+//                            an MPI_Iallgather(v) of it, or MPI_Ibcast from that one rank;
+//                            then the assembly.
+//     One rank makes MATSEQDENSE matrices: only their layouts call MPI. Example: out_in forward
+//     on p = 2 is 2 + 1, 2 + 1 (X, W), 2, the Allgatherv of N·K doubles, 1: 10 calls.
+//   memory: each phase's arrays, as PetscMalloc asks for them (n doubles rounded up to 16
+//     bytes): the local arrays of X, W, dY and of every product; MatMatTransposeMult's W
+//     transposed and W gathered (w·K + N·K out_in), MatTransposeMatMult's local Aᵀ·B and its
+//     send buffer (2·N·K), MatMult's gathered column (the length of A's columns), and the outputs
+//     the adapter copies out; the per-rank arrays (each layout's p + 1 ranges, each MATMPIDENSE's
+//     2p stash flags, the products' counts); plus PETSc's bookkeeping, which no size of the case
+//     changes (kForward … below: object headers, composed-function lists, PetscSF structures),
+//     the largest measured, rounded up. Example, out_in on p = 2, M = N = K = 64, rank 0 holding
+//     32 rows of each: forward 8·(5·32·64 + 64·64) = 114688 B of arrays (X, W, Y in PETSc, Y
+//     copied out, W transposed; all of W), 176 B of per-rank arrays and 31296 B of bookkeeping:
+//     146160 B (`explain` prints it).
 #pragma once
 #include <mpi.h>
 #include <petscmat.h>
@@ -354,10 +380,11 @@ class petsc_dense : public sc::kernel {
 
   // PETSc's bookkeeping, which no size of the case changes: object headers and operation tables,
   // composed-function lists, type names, layouts, stashes, Mat_Product and PetscSF structures.
-  // The largest measured over 1200 cases at 1–4 ranks (M, N, K 0 … 77, both layouts, uneven and
-  // empty parts), rounded up to 64 bytes: one rank's MATSEQDENSE forward (3 matrices, a product)
-  // and backward (5 matrices, 2 products); p > 1, MATMPIDENSE with its inner MATSEQDENSE; the
-  // MatMult path of MatMatMult (2 column vectors, a PetscSF, the sequential lvec).
+  // The largest measured over 520 cases at 1–4 ranks (M, N, K 0 … 77, both layouts, uneven and
+  // empty parts), each phase's peak less the arrays above, rounded up to 64 bytes: one rank's
+  // MATSEQDENSE forward (3 matrices, a product) and backward (5 matrices, 2 products); p > 1,
+  // MATMPIDENSE with its inner MATSEQDENSE; the MatMult path of MatMatMult (2 column vectors, a
+  // PetscSF, the sequential lvec).
   static constexpr std::int64_t kSeqForward = 15872, kSeqBackward = 26432;
   static constexpr std::int64_t kForward = 31296, kBackward = 57344, kMultBook = 7808;
 
