@@ -48,7 +48,7 @@
 //     send buffer (2·N·K), MatMult's gathered column (the length of A's columns), and the outputs
 //     the adapter copies out; the per-rank arrays (each layout's p + 1 ranges, each MATMPIDENSE's
 //     2p stash flags, the products' counts); plus PETSc's bookkeeping, which no size of the case
-//     changes (kForward … below: object headers, composed-function lists, PetscSF structures),
+//     changes (forward_book … below: object headers, composed-function lists, PetscSF structures),
 //     the largest measured, rounded up. Example, out_in on p = 2, M = N = K = 64, rank 0 holding
 //     32 rows of each: forward 8·(5·32·64 + 64·64) = 114688 B of arrays (X, W, Y in PETSc, Y
 //     copied out, W transposed; all of W), 176 B of per-rank arrays and 31296 B of bookkeeping:
@@ -157,7 +157,7 @@ class petsc_dense : public sc::kernel {
                        dw = out_in ? array(w * p.K) : array(w * p.N);
     std::int64_t fwd = x + wa + y + d * m * p.N;
     std::int64_t bwd = x + wa + y + dx + dw + d * m * p.K + d * w * (out_in ? p.K : p.N);
-    if (c.p == 1) return {fwd + kSeqForward, bwd + kSeqBackward};
+    if (c.p == 1) return {fwd + seq_forward_book, bwd + seq_backward_book};
     // Work arrays, and the small per-rank arrays: each layout's ranges (p + 1 PetscInts), each
     // MATMPIDENSE's stash flags (2p PetscMPIInts), the products' counts and displacements.
     const auto ints = [](std::int64_t n) {
@@ -173,7 +173,7 @@ class petsc_dense : public sc::kernel {
       if (columns == 0) return 0;
       bool equal = true;
       for (int r = 0; r < c.p; ++r) equal = equal && acols.size(r) == acols.size(0);
-      return array(acols.length()) + 2 * ranges + (equal ? 0 : 2 * counts) + kMultBook;
+      return array(acols.length()) + 2 * ranges + (equal ? 0 : 2 * counts) + mat_mult_book;
     };
     if (out_in) {
       // MatMatTransposeMult: W's own rows transposed and all of W gathered; counts, displacements.
@@ -186,7 +186,7 @@ class petsc_dense : public sc::kernel {
       // MatMatTransposeMult(dY, W) as in out_in's forward; MatTransposeMatMult(X, dY).
       bwd += 5 * matrix + array(w * p.N) + nk + counts + ranges + 2 * nk + counts;
     }
-    return {fwd + kForward, bwd + kBackward};
+    return {fwd + forward_book, bwd + backward_book};
   }
 
   void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
@@ -385,8 +385,8 @@ class petsc_dense : public sc::kernel {
   // MATSEQDENSE forward (3 matrices, a product) and backward (5 matrices, 2 products); p > 1,
   // MATMPIDENSE with its inner MATSEQDENSE; the MatMult path of MatMatMult (2 column vectors, a
   // PetscSF, the sequential lvec).
-  static constexpr std::int64_t kSeqForward = 15872, kSeqBackward = 26432;
-  static constexpr std::int64_t kForward = 31296, kBackward = 57344, kMultBook = 7808;
+  static constexpr std::int64_t seq_forward_book = 15872, seq_backward_book = 26432;
+  static constexpr std::int64_t forward_book = 31296, backward_book = 57344, mat_mult_book = 7808;
 
   sc::kernel_info info_;
 };
