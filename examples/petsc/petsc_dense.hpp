@@ -58,6 +58,7 @@
 #include <petscmat.h>
 
 #include <cstdint>
+#include <optional>
 #include <shardcheck/parallel/kernel.hpp>
 #include <stdexcept>
 #include <string>
@@ -100,6 +101,14 @@ class petsc_dense : public sc::kernel {
 
   sc::layout placement(sc::tensor_slot, const sc::run_case&) const override {
     return {sc::placement::S(0)};
+  }
+
+  // Above 1024 ranks PETSc's assembly finds its senders with MPI_Ibarrier and point-to-point
+  // messages (PetscCommBuildTwoSided's IBARRIER), which the ledger below does not state.
+  std::optional<std::string> declines(const sc::run_case& c) const override {
+    if (c.p > 1024)
+      return "p=" + std::to_string(c.p) + ": PETSc builds two-sided with MPI_Ibarrier above 1024";
+    return std::nullopt;
   }
 
   sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
