@@ -30,8 +30,12 @@
 //   collectives: not claimed. What PBLAS and BLACS send depends on their algorithm choice and
 //     topology; `verify` reports it as not claimed and `explain --record` shows, per rank, what
 //     was recorded.
-//   memory: not claimed. PBLAS allocates its panels and workspace with malloc, not operator new,
-//     so shardcheck would not see them; no bound is claimed.
+//   memory: not claimed. shardcheck meters PBLAS's and BLACS's mallocs, but no tight bound follows
+//     from the case alone: PDGEMM picks one of three algorithms by a cost estimate, each with its
+//     own work arrays (panels PILAENV = 32 wide whatever K is, packed copies of non-contiguous
+//     blocks, PB_CpaxpbyND's redistribution buffers, BLACS's packing for point-to-point sends),
+//     and BLACS keeps one ready buffer (BI_ReadyB) from call to call, freed and grown when a later
+//     message needs more: a case's peak depends on the cases before it.
 #pragma once
 #include <mpi.h>
 
