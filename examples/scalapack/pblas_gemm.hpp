@@ -30,12 +30,17 @@
 //   collectives: not claimed. What PBLAS and BLACS send depends on their algorithm choice and
 //     topology; `verify` reports it as not claimed and `explain --record` shows, per rank, what
 //     was recorded.
-//   memory: not claimed. shardcheck meters PBLAS's and BLACS's mallocs, but no tight bound follows
-//     from the case alone: PDGEMM picks one of three algorithms by a cost estimate, each with its
-//     own work arrays (panels PILAENV = 32 wide whatever K is, packed copies of non-contiguous
-//     blocks, PB_CpaxpbyND's redistribution buffers, BLACS's packing for point-to-point sends),
-//     and BLACS keeps one ready buffer (BI_ReadyB) from call to call, freed and grown when a later
-//     message needs more: a case's peak depends on the cases before it.
+//   memory: not claimed. shardcheck meters PBLAS's and BLACS's mallocs, and outside PDGEMM the
+//     peak follows from the case: the adapter's local arrays and copied-out outputs, plus 160
+//     bytes for the BLACS grid of the phase (more on a process's first grid, where BLACS sets up
+//     arrays it keeps until MPI_Finalize). What PDGEMM allocates inside does not yet: it
+//     picks one of three algorithms by a cost estimate (PB_CpgemmAB, _AC, _BC), each with its own
+//     work arrays (panels PILAENV = 32 wide, packed copies of panels that are not contiguous in
+//     the lcm of the block cycles, PB_Cpaxpby's redistribution buffers for operands not aligned
+//     with C), and BLACS packs each point-to-point send into a buffer it keeps until the
+//     MPI_Isend completes, so how many are live at once depends on MPI's progress. A bound has
+//     to count every one of those requests, and so has to compute each of their sizes from the
+//     case as PBLAS does; until it does, none is claimed.
 #pragma once
 #include <mpi.h>
 
