@@ -126,9 +126,8 @@ struct old_mutant {
 };
 [[nodiscard]] std::span<const old_mutant> old_mutants();
 
-// Every cell of every operator on every registered strategy, owning the decorated and
-// subclassed kernels. Build it on every rank alike (followers find cells by name when a case
-// arrives).
+// Every cell of every operator on every registered strategy, owning the decorated kernels.
+// Build it on every rank alike (followers find cells by name when a case arrives).
 class mutant_set {
  public:
   // On par::builtin_strategies() and the collective checks (checks.hpp), owned. max_p: the most
