@@ -16,7 +16,7 @@ const mutant_set& catalogue() {
 
 TEST(catalogue, names_every_cell_operator_at_strategy) {
   const mutant_set& m = catalogue();
-  // Six hook subclasses and acc_in_storage each have one host, partials_in_storage four.
+  // Six algorithm mutants and acc_in_storage each have one host, partials_in_storage four.
   EXPECT_EQ(m.cells().size(), (m.operators().size() - 8) * m.strategies().size() + 11);
   std::set<std::string> names;
   for (const mutant_cell& c : m.cells()) {

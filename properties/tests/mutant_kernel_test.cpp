@@ -10,6 +10,7 @@
 
 #include "mutants/kernels.hpp"
 #include "shardcheck/parallel/memory.hpp"
+#include "shardcheck/parallel/registry.hpp"
 
 namespace shardcheck::prop {
 namespace {
@@ -158,6 +159,75 @@ TEST(mutant_kernel, decorators_keep_the_inner_claims) {
   EXPECT_EQ(k.cost(c, {}).peak->forward, 42);
   EXPECT_EQ(k.info().max_layers, 2u);
   EXPECT_EQ(k.mesh_dims(c), inner.mesh_dims(c));
+}
+
+// sharded_weights on one rank, out_in, W's 4 rows of 2 f64 (16 B) in buckets of 32 B: two
+// buckets of two rows. X = [1 2; 3 4], W rows [1 0], [0 1], [2 0], [0 2]: Y = X·Wᵀ has columns
+// 0–1 from bucket 0, 2–3 from bucket 1.
+struct two_buckets {
+  par::registry strategies = par::builtin_strategies();
+  const par::kernel& host = *strategies.find("sharded_weights");
+  par::run_case c = completed(
+      "strategy=sharded_weights p=1 M=2 N=4 K=2 dtype=f64 layout=out_in bucket=32 overlap=1");
+  any_matrix x = filled(2, 2, {1, 2, 3, 4});
+  std::vector<any_matrix> ws{filled(4, 2, {1, 0, 0, 1, 2, 0, 0, 2})};
+
+  par::run_case completed(const char* line) const {
+    par::run_case out = par::run_case::parse(line);
+    par::complete_and_validate(host, out);
+    return out;
+  }
+  // Y of k's forward; `peak`: the forward's measured peak.
+  std::vector<double> y_of(const par::kernel& k, const par::layer_wrapper& wrap,
+                           std::int64_t* peak = nullptr) const {
+    par::comm world = par::comm::world();
+    par::mesh grid(world, {1}, par::stack_options{c.backend, wrap});
+    par::context ctx{grid};
+    any_matrix y = matrix<double>();
+    const mem::peak_scope scope;
+    k.forward(ctx, c, par::forward_io{x, ws, y});
+    if (peak != nullptr) *peak = static_cast<std::int64_t>(scope.peak());
+    const auto& data = std::get<matrix<double>>(y).data;
+    return {data.begin(), data.end()};
+  }
+};
+
+TEST(mutant_kernel, reuses_buffer_lands_the_next_gather_in_the_buffer_in_use) {
+  test::need_mpi();
+  const two_buckets t;
+  auto log = std::make_shared<mutants::fire_log>();
+  const mutants::algorithm_mutant m =
+      mutants::make_algorithm_mutant("reuses_buffer", t.host, "mutant.reuses_buffer@sw", log);
+  EXPECT_EQ(t.y_of(t.host, {}), (std::vector<double>{1, 2, 2, 4, 3, 4, 6, 8}));
+  // Bucket 0's products read bucket 1's rows; bucket 1's arrive whole.
+  EXPECT_EQ(t.y_of(*m.k, m.wrap), (std::vector<double>{2, 4, 2, 4, 6, 8, 6, 8}));
+  EXPECT_EQ(log->acts, 1);
+}
+
+TEST(mutant_kernel, padded_buckets_states_and_holds_a_full_bucket_of_padding) {
+  test::need_mpi();
+  two_buckets t;
+  auto log = std::make_shared<mutants::fire_log>();
+  const mutants::algorithm_mutant m =
+      mutants::make_algorithm_mutant("padded_buckets", t.host, "mutant.padded_buckets@sw", log);
+  const std::vector<int> at{0};
+  // W's 4 rows as 3 + 1 (48 B buckets): the pair padded to 3 + 3 rows, 2 rows · 16 B more.
+  t.c = t.completed(
+      "strategy=sharded_weights p=1 M=2 N=4 K=2 dtype=f64 layout=out_in bucket=48 overlap=1");
+  EXPECT_EQ(m.k->cost(t.c, at).peak->forward, t.host.cost(t.c, at).peak->forward + 32);
+  EXPECT_EQ(m.k->cost(t.c, at).peak->backward, t.host.cost(t.c, at).peak->backward + 32);
+  std::int64_t plain = 0, padded = 0;
+  (void)t.y_of(t.host, {}, &plain);
+  (void)t.y_of(*m.k, {}, &padded);
+  EXPECT_EQ(padded, plain + 32);
+  EXPECT_EQ(log->acts, 1);
+  // One bucket, or no overlap: nothing padded that the peak would show.
+  for (const char* line :
+       {"strategy=sharded_weights p=1 M=2 N=4 K=2 dtype=f64 layout=out_in bucket=64 overlap=1",
+        "strategy=sharded_weights p=1 M=2 N=4 K=2 dtype=f64 layout=out_in bucket=48 overlap=0"}) {
+    t.c = t.completed(line);
+    EXPECT_EQ(m.k->cost(t.c, at).peak->forward, t.host.cost(t.c, at).peak->forward) << line;
+  }
 }
 
 }  // namespace

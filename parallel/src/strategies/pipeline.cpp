@@ -216,10 +216,9 @@ class stage_runner {
     fwd_req_ = grid_.axis(pp_axis).start_send<T>(out->span(), pl_.s + 1, tag(i));
   }
 
-  // The backward of micro-batch i from its kept boundaries a, freeing each once read if
-  // `release`; dy: this rank's rows of dY (last stage); accumulates dW into dws; returns dA_l0
-  // (dX's rows on stage 0).
-  matrix<T> backward(std::int64_t i, std::vector<matrix<T>>& a, bool release, const matrix<T>& dy,
+  // The backward of micro-batch i from its kept boundaries a, freeing each once read; dy: this
+  // rank's rows of dY (last stage); accumulates dW into dws; returns dA_l0 (dX's rows on stage 0).
+  matrix<T> backward(std::int64_t i, std::vector<matrix<T>>& a, const matrix<T>& dy,
                      gradients<T> dws) {
     const auto r = static_cast<std::size_t>(pl_.mb_rows[idx(i)]);
     // Micro-batch i's output may still be on its way to the next stage (which has answered).
@@ -265,7 +264,7 @@ class stage_runner {
         if (pl_.column_layer(l)) grid_.axis(tp_axis).all_reduce_sum<T>(gin.span());
       }
       g = std::move(gin);
-      if (release) a.resize(l - pl_.l0 + 1);  // A_{l+1} is no longer needed
+      a.resize(l - pl_.l0 + 1);  // A_{l+1} is no longer needed
     }
     return g;
   }
@@ -359,25 +358,15 @@ class stage_runner {
   std::string error_;
 };
 
-// dW of every layer of this rank in one buffer, all-reduced over `over` (one collective): the
-// dp axis, or another comm of the mesh, with every rank's buffer padded to the largest on it.
+// dW of every layer of this rank in one buffer, all-reduced over the dp axis (one collective).
 template <class T>
-void all_reduce_dw(context& ctx, const run_case& c, const plan& pl,
-                   std::span<const std::span<T>> dws, comm& over) {
+void all_reduce_dw(std::span<const std::span<T>> dws, comm& dp) {
   std::int64_t total = 0;
   for (const std::span<T>& dw : dws) total += static_cast<std::int64_t>(dw.size());
-  if (&over != &ctx.grid.axis(dp_axis)) {
-    for (int q = 0; q < c.p; ++q) {
-      const plan other = make_plan(c, coords_of(q, ctx.grid.dims()), ctx.grid.dims(), pl.m);
-      std::int64_t n = 0;
-      for (std::size_t l = other.l0; l < other.l1; ++l) n += other.in_w(l) * other.out_w(l);
-      total = std::max(total, n);
-    }
-  }
   mem::tracked_vector<T> flat(static_cast<std::size_t>(total));
   T* at = flat.data();
   for (const std::span<T>& dw : dws) at = std::copy(dw.begin(), dw.end(), at);
-  over.all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
+  dp.all_reduce_sum<T>(std::span<T>(flat.data(), flat.size()));
   const T* from = flat.data();
   for (const std::span<T>& dw : dws) {
     std::copy(from, from + dw.size(), dw.begin());
@@ -414,8 +403,6 @@ pipeline::pipeline(pipeline_schedule sched, bool hybrid) : schedule_(sched), hyb
   // The pipeline alone sends point-to-point only; the hybrid mesh all-reduces over tp and dp.
   info_.uses_collectives = hybrid;
 }
-
-comm& pipeline::dw_comm(mesh& grid) const { return grid.axis(dp_axis); }
 
 std::vector<int> pipeline::mesh_dims(const run_case& c) const {
   if (!hybrid_) return {1, c.p, 1};
@@ -594,7 +581,6 @@ void pipeline::backward(context& ctx, const run_case& c, const backward_io& io) 
     for (std::size_t l = pl.l0; l < pl.l1; ++l) dws[l] = matrix<T>(ws[l].rows, ws[l].cols);
     if (pl.s == 0)
       dx = matrix<T>(static_cast<std::size_t>(pl.rows), static_cast<std::size_t>(pl.width[0]));
-    const bool release = free_activations_early();
     stage_runner<T> run(ctx, c, pl, ws, true);
     run.start_dw16(dws);
     for (const op& o : schedule_of(schedule_, true, pl.pp, pl.s, pl.m)) {
@@ -607,8 +593,8 @@ void pipeline::backward(context& ctx, const run_case& c, const backward_io& io) 
         if (!keep) slot.pop_back();
         continue;
       }
-      matrix<T> g = run.backward(o.mb, slot, release, dy, dws);
-      if (release) std::vector<matrix<T>>().swap(slot);  // its capacity too
+      matrix<T> g = run.backward(o.mb, slot, dy, dws);
+      std::vector<matrix<T>>().swap(slot);  // its capacity too
       if (pl.s > 0)
         run.send_backward(o.mb, std::move(g));
       else
@@ -617,7 +603,7 @@ void pipeline::backward(context& ctx, const run_case& c, const backward_io& io) 
     run.finish();
     if (pl.dp > 1) {
       max_stage_spans<T> room;
-      all_reduce_dw<wide_t<T>>(ctx, c, pl, run.dw_sums(dws, room), dw_comm(ctx.grid));
+      all_reduce_dw<wide_t<T>>(run.dw_sums(dws, room), ctx.grid.axis(dp_axis));
     }
     run.finish_dw16(dws);
     run.report();

@@ -39,10 +39,6 @@
 // stores its output in the storage dtype, so the boundaries are kept and sent in it; dW is summed
 // over the micro-batches in f32, all-reduced over dp in f32 and rounded once (reference/stack.hpp
 // stack_storage computes the same stack).
-//
-// Protected hooks (the defaults are the algorithm above), for a subclass:
-//   free_activations_early()  backward frees each boundary once read (true; false: GPipe's memory)
-//   dw_comm(grid)             the comm dW is all-reduced over (the dp axis; cost() keeps it)
 #include <vector>
 
 #include "shardcheck/parallel/kernel.hpp"
@@ -63,16 +59,6 @@ class pipeline : public kernel {
   [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
   void forward(context& ctx, const run_case& c, const forward_io& io) const override;
   void backward(context& ctx, const run_case& c, const backward_io& io) const override;
-
- protected:
-  // A micro-batch's backward frees each of its boundaries once read, and its held slot once
-  // done; false keeps every micro-batch's boundaries until the step ends. cost() states the
-  // schedule's bound whatever this returns.
-  [[nodiscard]] virtual bool free_activations_early() const { return true; }
-  // The comm each rank's dW (all its layers in one buffer) is all-reduced over when dp > 1. Any
-  // comm but the dp axis gets every rank's buffer padded to the largest dW on the mesh, so that
-  // the counts agree. cost() states the dp axis whatever this returns.
-  [[nodiscard]] virtual comm& dw_comm(mesh& grid) const;
 
  private:
   pipeline_schedule schedule_;

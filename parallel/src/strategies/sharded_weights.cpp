@@ -70,15 +70,9 @@ claims sharded_weights::cost(const run_case& c, std::span<const int> coords) con
       log.backward.push_back(all_gather_entry(c.backend, window(i + 1), r, es));
     log.backward.push_back(reduce_scatter_entry(c.backend, window(i), r, er));
   }
-  // The buffers alive at once: bucket i's with bucket i+1's (overlap=1), or bucket i's alone.
-  // With buffer_rows' default that is min(2b, R) rows (overlap=1), or b.
-  std::int64_t buffers = 0;
-  for (std::int64_t i = 0; i < plan.count; ++i) {
-    std::int64_t alive = buffer_rows(plan, i);
-    if (overlap && i + 1 < plan.count) alive += buffer_rows(plan, i + 1);
-    buffers = std::max(buffers, alive);
-  }
-  buffers *= plan.cols * s;
+  // The buffers alive at once: bucket i's with bucket i+1's, min(2b, R) rows (overlap=1), or
+  // bucket i's alone, b rows.
+  const std::int64_t buffers = (overlap ? plan.pair_rows() : plan.per_bucket) * plan.cols * s;
   auto& peak = out.peak.emplace();
   peak.forward = mine * c.prob.N * s + buffers;
   peak.backward = mine * c.prob.K * s + wrows.size(r) * plan.cols * s + buffers;
@@ -102,21 +96,13 @@ namespace {
 
 // Streams W's buckets through at most two buffers: acquire(i) returns bucket i gathered (and, with
 // overlap, has started bucket i+1's gather into a buffer of its own); release() frees bucket i.
-// buffer_rows(i): the rows of bucket i's buffer. reuse: bucket i+1 goes into bucket i's buffer.
 // gathers = false: the buffers get this rank's rows only.
-template <class T, class BufferRows>
+template <class T>
 class bucket_stream {
  public:
   bucket_stream(comm& world, const matrix<T>& w, const partition& rows, const bucket_plan& plan,
-                bool overlap, const BufferRows& buffer_rows, bool reuse, bool gathers)
-      : world_(world),
-        w_(w),
-        rows_(rows),
-        plan_(plan),
-        buffer_rows_(buffer_rows),
-        overlap_(overlap),
-        into_current_(reuse),
-        gathers_(gathers) {}
+                bool overlap, bool gathers)
+      : world_(world), w_(w), rows_(rows), plan_(plan), overlap_(overlap), gathers_(gathers) {}
   ~bucket_stream() {
     try {
       world_.wait_pending();  // never free a buffer MPI may still write
@@ -129,22 +115,18 @@ class bucket_stream {
   const T* acquire(std::int64_t i) {
     if (!overlap_ || i == 0) start(i);
     world_.wait_pending();
-    if (!into_current_ || i == 0) current_ = std::move(next_);
+    current_ = std::move(next_);
     if (overlap_ && i + 1 < plan_.count) start(i + 1);
     return current_.data();
   }
-  void release() {
-    if (!into_current_) mem::tracked_vector<T>().swap(current_);
-  }
+  void release() { mem::tracked_vector<T>().swap(current_); }
 
  private:
   void start(std::int64_t i) {
     const std::int64_t lo = plan_.lo(i), hi = plan_.hi(i);
     const auto n = static_cast<std::size_t>((hi - lo) * plan_.cols);
-    const bool reuse = into_current_ && i > 0;
-    if (!reuse)
-      next_ = mem::tracked_vector<T>(static_cast<std::size_t>(buffer_rows_(i) * plan_.cols));
-    T* buf = reuse ? current_.data() : next_.data();
+    next_ = mem::tracked_vector<T>(n);
+    T* buf = next_.data();
     const int r = world_.rank();
     const std::int64_t a = std::max(lo, rows_.offset(r));
     const std::int64_t b = std::min(hi, rows_.offset(r) + rows_.size(r));
@@ -160,8 +142,7 @@ class bucket_stream {
   const matrix<T>& w_;
   const partition& rows_;
   bucket_plan plan_;
-  const BufferRows& buffer_rows_;
-  bool overlap_, into_current_, gathers_;
+  bool overlap_, gathers_;
   mem::tracked_vector<T> current_, next_;
 };
 
@@ -226,9 +207,7 @@ void sharded_weights::forward(context& ctx, const run_case& c, const forward_io&
     mem::tracked_vector<float> x_keep;
     const A* xa = wide_view<T>(x.data.data(), x.data.size(), x_keep);
     const bool overlap = c.param("overlap") != 0;
-    const auto buffer = [&](std::int64_t i) { return buffer_rows(plan, i); };
-    bucket_stream<T, decltype(buffer)> stream(world, w, c.part(weight_row_key(c)), plan, overlap,
-                                              buffer, reuse_previous_buffer(), start_gathers());
+    bucket_stream<T> stream(world, w, c.part(weight_row_key(c)), plan, overlap, start_gathers());
     const bool pieces = plan.count > 1;
     for (std::int64_t i = 0; i < plan.count; ++i) {
       const T* wb = stream.acquire(i);
@@ -275,9 +254,7 @@ void sharded_weights::backward(context& ctx, const run_case& c, const backward_i
     const A* xa = wide_view<T>(x.data.data(), x.data.size(), x_keep);
     const A* dya = wide_view<T>(dy.data.data(), dy.data.size(), dy_keep);
     const bool overlap = c.param("overlap") != 0;
-    const auto own_rows = [&](std::int64_t i) { return plan.hi(i) - plan.lo(i); };
-    bucket_stream<T, decltype(own_rows)> stream(world, w, wrows, plan, overlap, own_rows, false,
-                                                true);
+    bucket_stream<T> stream(world, w, wrows, plan, overlap, true);
     const bool pieces = plan.count > 1;
     for (std::int64_t i = 0; i < plan.count; ++i) {
       const T* wb = stream.acquire(i);

@@ -49,10 +49,8 @@
 // rounded once; each bucket's dW partial is f32 and reduce-scattered as the policy says
 // (mixed_ops.hpp). The f32 copies are added to both peaks.
 //
-// Protected hooks (forward only; the defaults are the algorithm above), for a subclass:
-//   buffer_rows(b, i)        rows of bucket i's buffer (its own); both peak bounds follow it
-//   reuse_previous_buffer()  bucket i+1 gathered into bucket i's buffer (false)
-//   start_gathers()          false: own rows only, no gather (the benchmark's compute-only run)
+// Protected hook (forward only; the default is the algorithm above), for the benchmark:
+//   start_gathers()  false: own rows only, no gather (bench/sharded.cpp's compute-only run)
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -89,15 +87,6 @@ class sharded_weights : public kernel {
   void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 
  protected:
-  // Rows of the buffer forward gathers bucket i of plan b into (at least the bucket's own rows,
-  // hi − lo). cost() bounds both phases' buffers with it: the largest pair of consecutive
-  // buffers (overlap=1) or the largest buffer (overlap=0).
-  [[nodiscard]] virtual std::int64_t buffer_rows(const bucket_plan& b, std::int64_t i) const {
-    return b.hi(i) - b.lo(i);
-  }
-  // Forward gathers bucket i+1 into bucket i's buffer (allocated once, for bucket 0), before
-  // bucket i's products ran.
-  [[nodiscard]] virtual bool reuse_previous_buffer() const { return false; }
   // Forward starts each bucket's gather; if not, a buffer holds this rank's rows only (the rest
   // is left as allocated) and the ledger stays empty.
   [[nodiscard]] virtual bool start_gathers() const { return true; }

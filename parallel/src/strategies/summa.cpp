@@ -43,44 +43,38 @@ std::size_t ld(std::int64_t cols) {
 // Otherwise the panel goes through one of the rank's panel buffers.
 struct panel {
   std::int64_t lo = 0, hi = 0;
-  int jx = 0, iw = 0, w_root = 0;  // the owners of its X and W parts; the W broadcast's root
+  int jx = 0, iw = 0;  // the owners of its X and W parts: its broadcasts' roots
   bool x_in_place = false, w_in_place = false;
 };
 
-template <class Root>
-panel panel_at(const run_case& c, int i, int j, int pr, int pc, std::int64_t lo, Root w_root_of) {
+panel panel_at(const run_case& c, int i, int j, int pr, int pc, std::int64_t lo) {
   const partition &ks = c.part("K"), &ks1 = c.part("K@1");
   panel t;
   t.lo = lo;
   t.hi = summa_panel_end(ks, ks1, lo);
   t.jx = ks1.owner(lo);
   t.iw = ks.owner(lo);
-  t.w_root = w_root_of(t.iw);
   const auto whole = [&](const partition& part, int q) {
     return lo == part.offset(q) && t.hi == part.offset(q) + part.size(q);
   };
   t.x_in_place = pc == 1 || (j == t.jx && whole(ks1, j));
-  t.w_in_place = pr == 1 || (i == t.w_root && t.w_root == t.iw &&
-                             (c.prob.layout == weight_layout::in_out || whole(ks, i)));
+  t.w_in_place = pr == 1 || (i == t.iw && (c.prob.layout == weight_layout::in_out || whole(ks, i)));
   return t;
 }
 
 // The panel buffers rank (i, j) holds for X and for W: two when two or more of its panels need
 // one (the next panel arrives in one while the product reads the other), one when one does.
-template <class Root>
-std::pair<std::int64_t, std::int64_t> panel_buffers(const run_case& c, int i, int j, int pr, int pc,
-                                                    Root w_root_of) {
+std::pair<std::int64_t, std::int64_t> panel_buffers(const run_case& c, int i, int j, int pr,
+                                                    int pc) {
   std::int64_t x = 0, w = 0;
   for (std::int64_t lo = 0; lo < c.prob.K;) {
-    const panel t = panel_at(c, i, j, pr, pc, lo, w_root_of);
+    const panel t = panel_at(c, i, j, pr, pc, lo);
     x += t.x_in_place ? 0 : 1;
     w += t.w_in_place ? 0 : 1;
     lo = t.hi;
   }
   return {std::min<std::int64_t>(x, 2), std::min<std::int64_t>(w, 2)};
 }
-
-int same_root(int owner) { return owner; }
 }  // namespace
 
 summa::summa() {
@@ -140,7 +134,7 @@ claims summa::cost(const run_case& c, std::span<const int> coords) const {
     lo = hi;
   }
   const std::int64_t kmax = widest_panel(ks, ks1);
-  const auto [xbufs, wbufs] = panel_buffers(c, i, j, pr, pc, same_root);
+  const auto [xbufs, wbufs] = panel_buffers(c, i, j, pr, pc);
   peak.forward = (mi * nj + (xbufs * mi + wbufs * nj) * kmax) * s;
 
   log.backward.push_back(on_axis(all_gather_entry(c.backend, rows.scaled(nj), i, es), 0));
@@ -191,14 +185,12 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
     const partition &ks = c.part("K"), &ks1 = c.part("K@1");
     const bool out_in = c.prob.layout == weight_layout::out_in;
     const auto mi = x.rows, nj = static_cast<std::size_t>(c.part("N@1").size(j));
-    const auto ki = static_cast<std::size_t>(ks.size(i));
     const auto kmax = static_cast<std::size_t>(widest_panel(ks, ks1));
-    const auto root_of = [&](int owner) { return w_panel_root(owner, pr); };
     y = matrix<T>(mi, nj);
     mixed::partial<T> acc(y);  // Y summed in A, rounded once at the end
     // Panel buffers, used in turn: mi×kk and kk×nj (out_in: nj×kk) each.
     // (Not a structured binding: the lambdas below capture them.)
-    const std::pair<std::int64_t, std::int64_t> bufs = panel_buffers(c, i, j, pr, pc, root_of);
+    const std::pair<std::int64_t, std::int64_t> bufs = panel_buffers(c, i, j, pr, pc);
     const std::int64_t xbufs = bufs.first, wbufs = bufs.second;
     mem::tracked_vector<T> xb(static_cast<std::size_t>(xbufs) * mi * kmax),
         wb(static_cast<std::size_t>(wbufs) * kmax * nj);
@@ -253,39 +245,31 @@ void summa::forward(context& ctx, const run_case& c, const forward_io& io) const
         o.ldb = w.cols;
       } else {
         T* buf = wb.data() + static_cast<std::size_t>(w_turn++ % wbufs) * kmax * nj;
-        if (i == t.w_root) {
-          // Local K index of panel row u (wraps only for a root other than iw, whose block may
-          // be shorter).
-          const auto k_of = [&](std::size_t u) {
-            return ki == 0 ? 0 : (static_cast<std::size_t>(t.lo - ks.offset(t.iw)) + u) % ki;
-          };
-          if (out_in)  // W rows are N: row q of the panel is W[q, k…], read along the row
-            for (std::size_t q = 0; q < nj; ++q)
-              for (std::size_t u = 0; u < kk; ++u)
-                buf[q * kk + u] = ki == 0 ? T(0) : w.row(q)[k_of(u)];
-          else  // W rows are K: panel row u is W[k_u, :]
-            for (std::size_t u = 0; u < kk; ++u)
-              for (std::size_t q = 0; q < nj; ++q)
-                buf[u * nj + q] = ki == 0 ? T(0) : w.row(k_of(u))[q];
+        if (i == t.iw) {
+          const auto k0 = static_cast<std::size_t>(t.lo - ks.offset(i));  // the panel's local K
+          if (out_in)  // W rows are N: row q of the panel is W[q, k0…], read along the row
+            for (std::size_t q = 0; q < nj; ++q) std::copy_n(w.row(q) + k0, kk, buf + q * kk);
+          else  // W rows are K: panel rows are W[k0 + u, :]
+            for (std::size_t u = 0; u < kk; ++u) std::copy_n(w.row(k0 + u), nj, buf + u * nj);
         }
         o.wa = buf;
       }
-      column.start_broadcast<T>(std::span<T>(const_cast<T*>(o.wa), kk * nj), t.w_root);
+      column.start_broadcast<T>(std::span<T>(const_cast<T*>(o.wa), kk * nj), t.iw);
       return o;
     };
     bool first = true;  // the first product overwrites Y
     std::optional<operands> now;
-    if (c.prob.K > 0) now = start(panel_at(c, i, j, pr, pc, 0, root_of));
+    if (c.prob.K > 0) now = start(panel_at(c, i, j, pr, pc, 0));
     while (now) {
       const operands o = *now;
       // A rank waits before the product only for what it receives; a root's broadcast goes on.
       if (pc > 1 && j != o.t.jx) row.wait_pending();
-      if (pr > 1 && i != o.t.w_root) column.wait_pending();
+      if (pr > 1 && i != o.t.iw) column.wait_pending();
       const bool more = o.t.hi < c.prob.K;
       const auto next = [&] {
         row.wait_pending();
         column.wait_pending();
-        return more ? std::optional<operands>(start(panel_at(c, i, j, pr, pc, o.t.hi, root_of)))
+        return more ? std::optional<operands>(start(panel_at(c, i, j, pr, pc, o.t.hi)))
                     : std::nullopt;
       };
       // The next panel starts before this product when this panel's broadcasts have finished

@@ -51,9 +51,6 @@
 //
 // Example: p = 4, pr = 2, K = 5, part.K = 3,2, part.K@1 = 1,4: the panels are [0,1) (jx 0, iw 0),
 // [1,3) (jx 1, iw 0) and [3,5) (jx 1, iw 1); three pairs of broadcasts in forward.
-//
-// Protected hook (the default is the algorithm above), for a subclass:
-//   w_panel_root(iw, pr)  the mesh row each W panel is broadcast from (iw; cost() keeps iw)
 #include <cstdint>
 
 #include "shardcheck/parallel/kernel.hpp"
@@ -69,15 +66,6 @@ class summa : public kernel {
   [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
   void forward(context& ctx, const run_case& c, const forward_io& io) const override;
   void backward(context& ctx, const run_case& c, const backward_io& io) const override;
-
- protected:
-  // The mesh row (of `rows`) forward broadcasts the W panel owned by row `panel_owner` from;
-  // that row sends its W rows at the panel's offset in its own block, wrapping around it. cost()
-  // states the owner as the root whatever this returns.
-  [[nodiscard]] virtual int w_panel_root(int panel_owner, int rows) const {
-    (void)rows;
-    return panel_owner;
-  }
 
  private:
   kernel_info info_;

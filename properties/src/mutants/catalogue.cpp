@@ -250,29 +250,34 @@ auto decorate() {
   };
 }
 
-struct subclass_op {
+// The defects inside one strategy's algorithm (kernels.hpp, make_algorithm_mutant), each on its
+// one host.
+struct algorithm_op {
   mutant_operator info;
   const char* host;
 };
 
-const subclass_op subclass_ops[] = {
+const algorithm_op algorithm_ops[] = {
     {{"ignores_bucket", "sharded weights: forward gathers all of W at once, whatever the bucket",
-      "hook"},
+      "kernel"},
      "sharded_weights"},
     {{"reuses_buffer",
       "sharded weights: bucket i+1 gathered into bucket i's buffer before its "
       "products ran",
-      "hook"},
+      "kernel, started all_gather"},
      "sharded_weights"},
     {{"padded_buckets",
       "sharded weights: buffers padded to a full bucket (a smaller bucket can "
       "raise the peak)",
-      "hook"},
+      "kernel"},
      "sharded_weights"},
-    {{"w_panel_wrong_row", "SUMMA: each W panel broadcast from the next mesh row", "hook"},
+    {{"w_panel_wrong_row", "SUMMA: each W panel broadcast from the next mesh row",
+      "kernel, broadcast"},
      "summa"},
-    {{"keeps_activations", "1F1B: activations kept until the step ends", "hook"}, "pipeline_1f1b"},
-    {{"dw_over_world", "hybrid mesh: dW all-reduced over the whole mesh, not the dp axis", "hook"},
+    {{"keeps_activations", "1F1B: activations kept until the step ends", "kernel"},
+     "pipeline_1f1b"},
+    {{"dw_over_world", "hybrid mesh: dW all-reduced over the whole mesh, not the dp axis",
+      "all_reduce"},
      "hybrid_mesh"},
 };
 
@@ -423,13 +428,17 @@ void mutant_set::build(const std::vector<const par::registry*>& strategies, int 
       add(op.info, m.names[i], applies, m.owned.back().get(), {}, log);
     }
   }
-  for (const subclass_op& op : subclass_ops) {
+  for (const algorithm_op& op : algorithm_ops) {
     m.operators.push_back(op.info);
-    const bool hosted = find(op.host) != nullptr;
+    const par::kernel* host = find(op.host);
     auto log = std::make_shared<fire_log>();
-    m.owned.push_back(
-        mutants::make_subclass(op.info.name, find(op.host), cell_name(op.info.name, op.host), log));
-    add(op.info, op.host, hosted, m.owned.back().get(), {}, log);
+    mutants::algorithm_mutant made;
+    if (host != nullptr)
+      made = mutants::make_algorithm_mutant(op.info.name, *host, cell_name(op.info.name, op.host),
+                                            log);
+    if (made.k != nullptr) m.owned.push_back(std::move(made.k));
+    add(op.info, op.host, host != nullptr, host != nullptr ? m.owned.back().get() : nullptr,
+        std::move(made.wrap), log);
   }
   for (const mixed_op& op : mixed_ops()) {
     m.operators.push_back(op.info);

@@ -1,6 +1,6 @@
 #pragma once
-// Mutant kernels: decorators around a registered kernel, and subclasses of strategies through
-// their protected hooks. Each carries the info of what it wraps under the mutant's name, and
+// Mutant kernels: decorators around a registered kernel, some with a collectives layer of their
+// own (make_algorithm_mutant). Each carries the info of what it wraps under the mutant's name, and
 // counts in a fire_log how often its defect acted.
 //
 // Example: float_inputs around data_parallel, a f64 case with X = [0.1 0.2]: the inner forward
@@ -105,13 +105,35 @@ class default_claims final : public kernel_decorator {
                                  std::span<const int> coords) const override;
 };
 
-// The defects inside one strategy's algorithm, by operator name: ignores_bucket (a decorator of
-// `host`, sharded_weights), and the hook subclasses reuses_buffer, padded_buckets,
-// w_panel_wrong_row, keeps_activations, dw_over_world. nullptr for another name, or without the
-// host a decorator needs.
-[[nodiscard]] std::unique_ptr<par::kernel> make_subclass(const std::string& op,
-                                                         const par::kernel* host,
-                                                         const std::string& name,
-                                                         std::shared_ptr<fire_log> log);
+// The defects inside one strategy's algorithm, acted from outside it: a decorator of the
+// registered strategy (`host`) and, for some, a collectives layer on the case's comms that shares
+// the decorator's state for the run (the case, this rank's W, whether forward runs). Nothing
+// under parallel/ knows about them:
+//   ignores_bucket     sharded_weights  forward runs on the case with an unbounded bucket while
+//                                       cost() states the case's own (memory)
+//   padded_buckets     sharded_weights  forward holds, in tracked memory, the bytes by which
+//                                       padding every bucket's buffer to a full bucket raises
+//                                       the pair alive at once, and cost() states them: within
+//                                       the bound, but a smaller bucket can raise the peak
+//                                       (memory, its monotone re-run)
+//   reuses_buffer      sharded_weights  a layer below the checker on axis 0: in forward, with
+//                                       overlap=1, the gather of bucket i+1 lands in bucket i's
+//                                       buffer, still read by bucket i's products (forward)
+//   w_panel_wrong_row  summa            a layer above the checker on axis 0: each W panel's
+//                                       broadcast rooted at the next mesh row, which sends its
+//                                       own W rows at the panel's offset (ledger: the root;
+//                                       forward)
+//   keeps_activations  pipeline_1f1b    backward holds, in tracked memory, the boundaries of the
+//                                       micro-batches 1F1B frees and GPipe keeps (memory)
+//   dw_over_world      hybrid_mesh      a layer above the checker on axis 0: dW's all-reduce
+//                                       sent to the whole mesh's comm, every rank's buffer
+//                                       padded to the largest (ledger: the axis; backward)
+struct algorithm_mutant {
+  std::unique_ptr<par::kernel> k;  // nullptr for another operator name
+  par::layer_wrapper wrap;         // empty: no layer
+};
+[[nodiscard]] algorithm_mutant make_algorithm_mutant(const std::string& op, const par::kernel& host,
+                                                     const std::string& name,
+                                                     std::shared_ptr<fire_log> log);
 
 }  // namespace shardcheck::prop::mutants

@@ -17,7 +17,9 @@
 //                    p2p_lagged                                        point-to-point sends
 //   kernel decorators a kernel wrapping a registered one (its info under the mutant's name):
 //                    float_inputs (f64 cases only), copies_w, last_w_rows_reversed
-//   subclasses       a strategy's protected hooks overridden (one host each):
+//   algorithm mutants a defect inside one strategy's algorithm (one host each), made from
+//                    outside it by a decorator of the strategy and, for some, a layer on its
+//                    comms that shares the decorator's state:
 //                    ignores_bucket reuses_buffer padded_buckets (sharded_weights),
 //                    w_panel_wrong_row (summa), keeps_activations (pipeline_1f1b),
 //                    dw_over_world (hybrid_mesh)
@@ -37,10 +39,11 @@
 // the generators with up to max_p workers; point-to-point faults need a send in the claims; a
 // strategy that claims no collectives gets every operator. Claims do not tell started from
 // blocking collectives, so started_early applies wherever a gather or a reduction is listed. A
-// decorator applies to every strategy (float_inputs: those that support f64), a subclass to its
-// host. Whether a fault really acted is recorded by the layer itself (fire_count(): how often it
-// changed something in this process, which for the selftest's leader means as rank 0 of the
-// case): an applicable cell that never acted is reported as never acted (`~`), not as caught.
+// decorator applies to every strategy (float_inputs: those that support f64), an algorithm
+// mutant to its host. Whether a fault really acted is recorded by the layer itself (fire_count():
+// how often it changed something in this process, which for the selftest's leader means as rank 0
+// of the case): an applicable cell that never acted is reported as never acted (`~`), not as
+// caught.
 //
 // The 27 catalogued mutants of the tree before the redesign (28 names with dp_hang) and their
 // cells, with the property that must catch each (the selftest fails unless each does):
@@ -123,9 +126,8 @@ struct old_mutant {
 };
 [[nodiscard]] std::span<const old_mutant> old_mutants();
 
-// Every cell of every operator on every registered strategy, owning the decorated and
-// subclassed kernels. Build it on every rank alike (followers find cells by name when a case
-// arrives).
+// Every cell of every operator on every registered strategy, owning the decorated kernels.
+// Build it on every rank alike (followers find cells by name when a case arrives).
 class mutant_set {
  public:
   // On par::builtin_strategies() and the collective checks (checks.hpp), owned. max_p: the most
