@@ -1,0 +1,288 @@
+// Global Arrays' GA_Dgemm and GA_Sgemm as a kernel of one's own project, gated by shardcheck
+// (Debian's libglobalarrays-dev 5.8.2 for Open MPI, built on ARMCI-MPI 0.3.1: ARMCI over MPI-3
+// RMA, every process its own ARMCI node, no progress rank). Each tensor is a 2-D global array
+// made with NGA_Create(chunk = {-1, columns}): GA deals the rows (its ddb heuristic), every
+// column in one block; the kernel reports that split through library_partitions (ga_rows), so
+// shardcheck generates and judges each rank's rows where GA puts them, and checks it at run time
+// against NGA_Distribution. Each rank NGA_Puts its rows in, the products run on the arrays, and
+// each rank NGA_Gets its rows of the result:
+//   out_in  Y  = X·Wᵀ   GA_Dgemm('N','T')    dX = dY·W ('N','N')    dW = dYᵀ·X ('T','N')
+//   in_out  Y  = X·W    GA_Dgemm('N','N')    dX = dY·Wᵀ ('N','T')   dW = Xᵀ·dY ('T','N')
+// (GA_Sgemm for f32). GA is set up once per process by the check program (main.cpp: the
+// registry's process hooks, GA_Initialize and MA_init after shardcheck initialises MPI).
+//
+// GA's processes are MPI_COMM_WORLD's: a case runs only when its p is the launch's rank count
+// (declines() says so otherwise), and the mesh must number the ranks as GA does (checked).
+// Declined as well, each a defect or limit of GA 5.8.2 that the expected-failure entries of
+// CMakeLists.txt reproduce:
+//   a process holding no rows of some array: GA_Dgemm returns on some processes while another
+//     is still in its closing pgroup sync (collective mismatch; a hang without shardcheck);
+//   a dimension above 1024: pnga_matmul's task list holds MAX_CHUNKS = 1024 row chunks and GA
+//     aborts past it (the chunk sizes come from its memory heuristics; 1024 is the bound that
+//     holds whatever they pick).
+//
+// Claims.
+//   chains: Y K, dX N, dW M. GA's matmul computes each chunk of C with a local gemm over a
+//     chunk of k and puts the first chunk, then accumulates (NGA_Acc, alpha 1) the rest, in an
+//     order that the irregular path leaves to arrival; any order is a tree of k − 1 additions.
+//   determinism: not claimed (not deterministic by design: GA's irregular matmul accumulates
+//     partial products into one block from several processes in arrival order).
+//   collectives (ledger): not claimed. What GA issues is recorded (ARMCI-MPI moves data with
+//     MPI_Accumulate(REPLACE) and MPI_Get_accumulate(NO_OP) inside lock_all epochs, flushes
+//     after each, creates a window per array with an all-gather of bases, and GA adds barriers
+//     and all-reduces), but its sequence depends on GA's chunking, which reads MA's free memory
+//     (pnga_memory_avail) and ARMCI-MPI's environment (ARMCI_STRIDED_METHOD, …) besides the
+//     case; no exact sequence has been derived.
+//   memory: not claimed yet. GA's arrays are ARMCI_Malloc'd windows (allocated inside MPI calls)
+//     and its matmul buffers come from MA's pool (allocated once, at MA_init) or from
+//     ARMCI_Malloc_local; a bound derived from the case has not been established.
+#pragma once
+#include <ga.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <shardcheck/parallel/kernel.hpp>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+// GA's own process-grid heuristic (global/src/decomp.c): a local computation, no communication.
+// Integer is GA's Fortran integer, 64-bit in Debian's build (ga-config --fint:
+// -fdefault-integer-8).
+extern "C" void ddb(long ndims, long ardims[], long npes, long blk[], long pedims[]);
+
+namespace mylab {
+namespace sc = shardcheck::par;
+
+// GA takes int sizes: a larger one is a bad case, not a silent wrap.
+[[nodiscard]] inline int ga_int(std::int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<int>::max())
+    throw shardcheck::invalid_problem(std::string("ga_dgemm: ") + what + " = " + std::to_string(v) +
+                                      " does not fit GA's int");
+  return static_cast<int>(v);
+}
+
+// The rows each process holds of a rows × cols array that NGA_Create makes with chunk {-1, cols}
+// (rows left to GA, all columns in one block) on p processes: GA 5.8.2's pnga_allocate, default
+// distribution, replayed. The C interface hands GA the dimensions reversed (columns first, as
+// Fortran numbers them); ddb picks the process grid, then block q gets blk rows (blk − 1 past
+// pcut) while rows remain, and processes past the last block hold none.
+[[nodiscard]] inline sc::partition ga_rows(std::int64_t rows, std::int64_t cols, int p) {
+  // A zero-length dimension GA cannot create (the kernel declines it): no rows anywhere.
+  if (rows < 1 || cols < 1)
+    return sc::partition(std::vector<std::int64_t>(static_cast<std::size_t>(p), 0));
+  long dims[2] = {static_cast<long>(cols), static_cast<long>(rows)};
+  long blk[2] = {static_cast<long>(cols), -1};  // GA_MIN(chunk, dims)
+  for (long& b : blk)
+    if (b == 0) b = 1;
+  for (int d = 0; d < 2; ++d)
+    if (dims[d] == 1) blk[d] = 1;
+  long pe[2] = {0, 0};
+  ddb(2, dims, p, blk, pe);
+  std::vector<std::int64_t> sizes(static_cast<std::size_t>(p), 0);
+  const long pcut = dims[1] - (blk[1] - 1) * pe[1];
+  long i = 0;
+  for (long q = 0; q < pe[1] && i < dims[1]; ++q) {
+    const long b = q >= pcut ? blk[1] - 1 : blk[1];
+    sizes.at(static_cast<std::size_t>(q * pe[0])) = b;
+    i += b;
+  }
+  return sc::partition(std::move(sizes));
+}
+
+// A global array, destroyed with its scope.
+class global_array {
+ public:
+  global_array(int type, std::int64_t rows, std::int64_t cols, const char* name) {
+    int dims[2] = {ga_int(rows, "rows"), ga_int(cols, "cols")};
+    int chunk[2] = {-1, dims[1]};
+    handle_ = NGA_Create(type, 2, dims, const_cast<char*>(name), chunk);
+    if (handle_ == 0) throw std::runtime_error(std::string("NGA_Create failed for ") + name);
+  }
+  ~global_array() { GA_Destroy(handle_); }
+  global_array(const global_array&) = delete;
+  global_array& operator=(const global_array&) = delete;
+  [[nodiscard]] int get() const { return handle_; }
+
+ private:
+  int handle_ = 0;
+};
+
+class ga_dgemm : public sc::kernel {
+ public:
+  explicit ga_dgemm(std::string name = "ga_dgemm", bool guarded = true, bool deterministic = false)
+      : guard_(guarded) {
+    info_.name = std::move(name);
+    info_.summary = "Global Arrays' GA_Dgemm/GA_Sgemm on row-blocked global arrays";
+    info_.takes.min_dim = 1;  // NGA_Create refuses a zero-length dimension
+    info_.deterministic = deterministic;
+  }
+  const sc::kernel_info& info() const override { return info_; }
+
+  sc::layout placement(sc::tensor_slot, const sc::run_case&) const override {
+    return {sc::placement::S(0)};
+  }
+
+  std::optional<std::string> declines(const sc::run_case& c) const override {
+    int up = 0;
+    MPI_Initialized(&up);
+    if (up != 0) {
+      int world = 0;
+      MPI_Comm_size(MPI_COMM_WORLD, &world);
+      if (c.p != world)
+        return "p=" + std::to_string(c.p) + " is not the " + std::to_string(world) +
+               " ranks of MPI_COMM_WORLD, Global Arrays' process group";
+    }
+    // pnga_matmul's task list holds MAX_CHUNKS = 1024 row chunks of C's block (matmul.h); a chunk
+    // has at least one row, so no dimension above 1024 can exceed it. Beyond that GA aborts
+    // ("Increase MAX_CHUNKS value in matmul.h") for chunk sizes its memory heuristics pick.
+    if (guard_)
+      for (const char* d : {"M", "N", "K"})
+        if (const auto n = sc::dim_length(c.prob, d); n > 1024)
+          return std::string(d) + "=" + std::to_string(n) +
+                 " is above 1024: GA 5.8.2's GA_Dgemm aborts when C's block needs more than "
+                 "MAX_CHUNKS = 1024 row chunks (a library limit)";
+    if (guard_)
+      for (const auto& [key, part] : library_partitions(c))
+        for (int q = 0; q < c.p; ++q)
+          if (part.size(q) == 0)
+            return "GA gives process " + std::to_string(q) + " no rows of " + key + " (part." +
+                   key + "=" + part.to_string() +
+                   "): GA 5.8.2's GA_Dgemm then runs a different sequence of collectives on "
+                   "different processes (a known defect)";
+    return std::nullopt;
+  }
+
+  std::map<std::string, sc::partition> library_partitions(const sc::run_case& c) const override {
+    const auto& p = c.prob;
+    const bool out_in = p.layout == shardcheck::weight_layout::out_in;
+    // X, Y, dY, dX have M rows; their column counts do not change ddb's row split.
+    std::map<std::string, sc::partition> out{{"M", ga_rows(p.M, p.K, c.p)}};
+    if (out_in)
+      out.emplace("N", ga_rows(p.N, p.K, c.p));
+    else
+      out.emplace("K", ga_rows(p.K, p.N, c.p));
+    return out;
+  }
+
+  sc::claims cost(const sc::run_case& c, std::span<const int>) const override {
+    sc::claims out;
+    out.chains = std::vector<sc::chain_lengths>{{c.prob.K, c.prob.N, c.prob.M}};
+    return out;
+  }
+
+  void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
+    io.visit([&]<class T>(const sc::matrix<T>& x, sc::weights<T> w, sc::matrix<T>& y) {
+      check_group(ctx, c);
+      const auto& p = c.prob;
+      const bool out_in = p.layout == shardcheck::weight_layout::out_in;
+      const global_array gx(ga_type<T>(), p.M, p.K, "X");
+      const global_array gw(ga_type<T>(), out_in ? p.N : p.K, out_in ? p.K : p.N, "W");
+      const global_array gy(ga_type<T>(), p.M, p.N, "Y");
+      put_local(gx, x);
+      put_local(gw, w[0]);
+      gemm<T>('N', out_in ? 'T' : 'N', p.M, p.N, p.K, gx, gw, gy);
+      y = get_local<T>(gy);
+    });
+  }
+
+  void backward(sc::context& ctx, const sc::run_case& c, const sc::backward_io& io) const override {
+    io.visit([&]<class T>(const sc::matrix<T>& x, sc::weights<T> w, const sc::matrix<T>& dy,
+                          sc::matrix<T>& dx, sc::gradients<T> dws) {
+      check_group(ctx, c);
+      const auto& p = c.prob;
+      const bool out_in = p.layout == shardcheck::weight_layout::out_in;
+      const std::int64_t wr = out_in ? p.N : p.K, wc = out_in ? p.K : p.N;
+      const global_array gx(ga_type<T>(), p.M, p.K, "X");
+      const global_array gw(ga_type<T>(), wr, wc, "W");
+      const global_array gdy(ga_type<T>(), p.M, p.N, "dY");
+      const global_array gdx(ga_type<T>(), p.M, p.K, "dX");
+      const global_array gdw(ga_type<T>(), wr, wc, "dW");
+      put_local(gx, x);
+      put_local(gw, w[0]);
+      put_local(gdy, dy);
+      gemm<T>('N', out_in ? 'N' : 'T', p.M, p.K, p.N, gdy, gw, gdx);
+      if (out_in)
+        gemm<T>('T', 'N', p.N, p.K, p.M, gdy, gx, gdw);
+      else
+        gemm<T>('T', 'N', p.K, p.N, p.M, gx, gdy, gdw);
+      dx = get_local<T>(gdx);
+      dws[0] = get_local<T>(gdw);
+    });
+  }
+
+ protected:
+  template <class T>
+  static int ga_type() {
+    return std::is_same_v<T, double> ? C_DBL : C_FLOAT;
+  }
+
+  // GA's processes are the world's: the mesh must number them alike.
+  static void check_group(sc::context& ctx, const sc::run_case& c) {
+    if (GA_Nnodes() != c.p || GA_Nodeid() != ctx.grid.all().rank())
+      throw std::runtime_error(
+          "GA process " + std::to_string(GA_Nodeid()) + " of " + std::to_string(GA_Nnodes()) +
+          " is mesh rank " + std::to_string(ctx.grid.all().rank()) + " of " + std::to_string(c.p));
+  }
+
+  // This rank's rows [lo, hi] of array g as GA distributes them (hi < lo: none).
+  static std::pair<int, int> my_rows(const global_array& g) {
+    int lo[2] = {0, 0}, hi[2] = {-1, -1};
+    NGA_Distribution(g.get(), GA_Nodeid(), lo, hi);
+    return {lo[0], hi[0]};
+  }
+
+  // This rank's block (shardcheck's local matrix, row-major) into its rows of g.
+  template <class T>
+  static void put_local(const global_array& g, const sc::matrix<T>& m) {
+    const auto [lo, hi] = my_rows(g);
+    const auto held = hi < lo ? 0 : static_cast<std::size_t>(hi - lo + 1);
+    if (held != m.rows)
+      throw std::runtime_error("GA gives this rank " + std::to_string(held) +
+                               " rows, the partition reported " + std::to_string(m.rows));
+    if (m.rows == 0 || m.cols == 0) {
+      GA_Sync();
+      return;
+    }
+    int l[2] = {lo, 0}, h[2] = {hi, static_cast<int>(m.cols) - 1},
+        ld[1] = {static_cast<int>(m.cols)};
+    NGA_Put(g.get(), l, h, const_cast<T*>(m.row(0)), ld);
+    GA_Sync();
+  }
+
+  template <class T>
+  static sc::matrix<T> get_local(const global_array& g) {
+    const auto [lo, hi] = my_rows(g);
+    int type = 0, ndim = 0, dims[2] = {0, 0};
+    NGA_Inquire(g.get(), &type, &ndim, dims);
+    sc::matrix<T> m(hi < lo ? 0 : static_cast<std::size_t>(hi - lo + 1),
+                    static_cast<std::size_t>(dims[1]));
+    if (m.rows > 0 && m.cols > 0) {
+      int l[2] = {lo, 0}, h[2] = {hi, dims[1] - 1}, ld[1] = {dims[1]};
+      NGA_Get(g.get(), l, h, m.row(0), ld);
+    }
+    return m;
+  }
+
+  // C = op(A)·op(B), C m × n, contraction k.
+  template <class T>
+  static void gemm(char ta, char tb, std::int64_t m, std::int64_t n, std::int64_t k,
+                   const global_array& a, const global_array& b, const global_array& c) {
+    if constexpr (std::is_same_v<T, double>)
+      GA_Dgemm(ta, tb, ga_int(m, "m"), ga_int(n, "n"), ga_int(k, "k"), 1.0, a.get(), b.get(), 0.0,
+               c.get());
+    else
+      GA_Sgemm(ta, tb, ga_int(m, "m"), ga_int(n, "n"), ga_int(k, "k"), 1.0F, a.get(), b.get(), 0.0F,
+               c.get());
+  }
+
+  sc::kernel_info info_;
+  bool guard_ = true;
+};
+
+}  // namespace mylab
