@@ -33,9 +33,11 @@
 //     and all-reduces), but its sequence depends on GA's chunking, which reads MA's free memory
 //     (pnga_memory_avail) and ARMCI-MPI's environment (ARMCI_STRIDED_METHOD, …) besides the
 //     case; no exact sequence has been derived.
-//   memory: not claimed yet. GA's arrays are ARMCI_Malloc'd windows (allocated inside MPI calls)
-//     and its matmul buffers come from MA's pool (allocated once, at MA_init) or from
-//     ARMCI_Malloc_local; a bound derived from the case has not been established.
+//   memory: not claimed. GA's arrays are ARMCI_Malloc'd windows (allocated inside MPI calls,
+//     MPI's heap); each product takes a buffer with ARMCI_Malloc_local of
+//     ((2·nbuf + 1)·1024² + 3·nbuf·16/e)·e bytes (nbuf 1 on one process, 2 on more), and GA's and
+//     ARMCI-MPI's bookkeeping beside it (maps, window tables, I/O vectors) is not derived:
+//     docs/real-libraries.md has the measured peaks.
 #pragma once
 #include <ga.h>
 #include <mpi.h>
