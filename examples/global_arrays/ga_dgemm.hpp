@@ -33,11 +33,12 @@
 //     and all-reduces), but its sequence depends on GA's chunking, which reads MA's free memory
 //     (pnga_memory_avail) and ARMCI-MPI's environment (ARMCI_STRIDED_METHOD, …) besides the
 //     case; no exact sequence has been derived.
-//   memory: not claimed. GA's arrays are ARMCI_Malloc'd windows (allocated inside MPI calls,
-//     MPI's heap); each product takes a buffer with ARMCI_Malloc_local of
-//     ((2·nbuf + 1)·1024² + 3·nbuf·16/e)·e bytes (nbuf 1 on one process, 2 on more), and GA's and
-//     ARMCI-MPI's bookkeeping beside it (maps, window tables, I/O vectors) is not derived:
-//     docs/real-libraries.md has the measured peaks.
+//   memory: not claimed. GA's arrays are MPI_Win_allocate'd (inside a recorded MPI call: not the
+//     kernel's heap); each product takes a buffer with ARMCI_Malloc_local, an MPI_Alloc_mem of
+//     ((2·nbuf + 1)·1024² + 3·nbuf·16/e)·e bytes (nbuf 1 on one process, 2 on more) that counts
+//     as the kernel's, and GA's and ARMCI-MPI's bookkeeping beside it (maps, window tables, the
+//     I/O-vector arrays of each strided transfer) is not derived: docs/real-libraries.md has the
+//     measured peaks.
 #pragma once
 #include <ga.h>
 #include <mpi.h>
