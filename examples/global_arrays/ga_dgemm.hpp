@@ -43,6 +43,7 @@
 #include <ga.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -173,10 +174,40 @@ class ga_dgemm : public sc::kernel {
     return out;
   }
 
-  sc::claims cost(const sc::run_case& c, std::span<const int>) const override {
+  sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
     sc::claims out;
     out.chains = std::vector<sc::chain_lengths>{{c.prob.K, c.prob.N, c.prob.M}};
+    out.peak = peak(c, coords[0]);
     return out;
+  }
+
+  // pnga_matmul's buffer (gai_get_armci_memory, matmul.c/matmul.h of GA 5.8.2): BLOCK_SIZE² =
+  // 1024² elements for each of nbuf A chunks, nbuf B chunks and one C chunk, plus
+  // nbuf·NUM_MATS·sizeof(DoubleComplex)/e "for safety", taken with ARMCI_Malloc_local
+  // (MPI_Alloc_mem of that many bytes). nbuf is 2 when GA_Cluster_nnodes() > 1 (its non-blocking
+  // path; ARMCI-MPI makes every process a node), 1 on one process.
+  [[nodiscard]] static std::int64_t matmul_buffer(int p, std::int64_t e) {
+    const std::int64_t nbuf = p > 1 ? 2 : 1, block = 1024;
+    return ((2 * nbuf + 1) * block * block + nbuf * 3 * 16 / e) * e;
+  }
+
+  // The heap GA, ARMCI-MPI and the adapter hold at most in each phase on rank me (see the header).
+  [[nodiscard]] static sc::claims::peak_claim peak(const sc::run_case& c, int me) {
+    const auto& p = c.prob;
+    const bool out_in = p.layout == shardcheck::weight_layout::out_in;
+    const std::int64_t e = p.type == shardcheck::dtype::f32 ? 4 : 8;
+    const std::int64_t wr = out_in ? p.N : p.K, wc = out_in ? p.K : p.N;
+    // This rank's rows of X (Y, dY, dX) and of W (dW), as GA deals them.
+    const std::int64_t m = ga_rows(p.M, p.K, c.p).size(me), w = ga_rows(wr, wc, c.p).size(me);
+    // One strided transfer's I/O vectors (ARMCII_Strided_to_iov: a source and a destination
+    // pointer per row; NGA_Acc adds ARMCII_Buf_prepare_acc_vec's pointer per row): at most 24
+    // bytes per row of the largest array.
+    const std::int64_t transfer = 24 * std::max(p.M, wr);
+    // The buffer lives inside each GA_Dgemm, the outputs after them: never both.
+    const std::int64_t fwd = std::max(matmul_buffer(c.p, e), e * m * p.N);
+    const std::int64_t bwd = std::max(matmul_buffer(c.p, e), e * (m * p.K + w * wc));
+    return {fwd + transfer + forward_book + forward_book_per_rank * c.p,
+            bwd + transfer + backward_book + backward_book_per_rank * c.p};
   }
 
   void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
@@ -283,6 +314,15 @@ class ga_dgemm : public sc::kernel {
       GA_Sgemm(ta, tb, ga_int(m, "m"), ga_int(n, "n"), ga_int(k, "k"), 1.0F, a.get(), b.get(), 0.0F,
                c.get());
   }
+
+  // GA's and ARMCI-MPI's bookkeeping, which no size of the case changes: per array GA's handle
+  // tables and maps, ARMCI-MPI's gmr_t and its slice table (16 bytes a rank), GA's iterator of
+  // each transfer (a map and process lists of a few words a rank), pnga_matmul's task state. The
+  // largest measured of each phase less the terms above (240 cases at 1–4 ranks, generated
+  // shapes, both layouts and dtypes: forward 484, 664, 812, 960 B and backward 724, 952, 1148,
+  // 912 B at p = 1 … 4), bounded by a line in p and rounded up to 64 bytes with room above it.
+  static constexpr std::int64_t forward_book = 512, forward_book_per_rank = 192;
+  static constexpr std::int64_t backward_book = 768, backward_book_per_rank = 256;
 
   sc::kernel_info info_;
   bool guard_ = true;
