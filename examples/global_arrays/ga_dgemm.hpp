@@ -33,12 +33,31 @@
 //     and all-reduces), but its sequence depends on GA's chunking, which reads MA's free memory
 //     (pnga_memory_avail) and ARMCI-MPI's environment (ARMCI_STRIDED_METHOD, …) besides the
 //     case; no exact sequence has been derived.
-//   memory: not claimed. GA's arrays are MPI_Win_allocate'd (inside a recorded MPI call: not the
-//     kernel's heap); each product takes a buffer with ARMCI_Malloc_local, an MPI_Alloc_mem of
-//     ((2·nbuf + 1)·1024² + 3·nbuf·16/e)·e bytes (nbuf 1 on one process, 2 on more) that counts
-//     as the kernel's, and GA's and ARMCI-MPI's bookkeeping beside it (maps, window tables, the
-//     I/O-vector arrays of each strided transfer) is not derived: docs/real-libraries.md has the
-//     measured peaks.
+//   memory: each phase's peak on rank me, from GA 5.8.2's and ARMCI-MPI 0.3.1's source (peak()):
+//     the largest of pnga_matmul's buffer and the outputs the adapter copies out (the buffer is
+//     taken and freed inside each GA_Dgemm, the outputs are made after the last), plus one strided
+//     transfer's I/O vectors (24 bytes a row of the largest array), plus GA's and ARMCI-MPI's
+//     bookkeeping (a measured constant and a per-rank term; forward_book … below).
+//       The buffer: gai_get_armci_memory asks ARMCI_Malloc_local for
+//       ((2·nbuf + 1)·1024² + 3·nbuf·16/e)·e bytes for elements of e bytes, nbuf 1 on one
+//       process and 2 on more (GA_Cluster_nnodes() > 1: ARMCI-MPI makes every process a node):
+//       25,165,872 B for f64 on one process, 41,943,136 B on two or more, about half for f32. Its
+//       size does not depend on the shape; it is taken whenever the chunks fit in it, which every
+//       dimension up to 1024 (the cases this adapter takes) does, else GA falls back on MA's
+//       stack, allocated once by MA_init (no heap in the phase: the bound still holds).
+//       The transfers: ARMCI-MPI moves a strided patch as an I/O vector (ARMCI_STRIDED_METHOD=IOV
+//       under Open MPI), a source and a destination pointer per row, and NGA_Acc's
+//       ARMCII_Buf_prepare_acc_vec one more per row; one transfer at a time (ARMCI-MPI completes
+//       its non-blocking gets before returning).
+//     What is counted where. ARMCI_Malloc_local is an MPI_Alloc_mem, which no wrapper of
+//     shardcheck's marks as MPI's: the buffer counts as the kernel's (it is the library asking).
+//     GA's arrays (NGA_Create → ARMCI_Malloc → ARMCI-MPI's gmr_create) are MPI_Win_allocate'd
+//     (ARMCI_USE_WIN_ALLOCATE=1, the default): their storage is allocated inside a recorded MPI
+//     call, so it counts in MPI's meter, never in the peak (verify's `MPI's own heap inside the
+//     kernel's calls`, --json's max_mpi_heap_bytes: 306.3 KiB at p = 2, M = 200, N = 100,
+//     K = 300, f64), while GA's handle tables and ARMCI-MPI's gmr_t and slice table beside each
+//     window are malloc'd outside MPI and are in the bookkeeping. Example, f64 on p = 2: forward
+//     41,943,136 + 24·max(M, W's rows) + 512 + 2·192 bytes.
 #pragma once
 #include <ga.h>
 #include <mpi.h>
@@ -271,7 +290,9 @@ class ga_dgemm : public sc::kernel {
     return {lo[0], hi[0]};
   }
 
-  // This rank's block (shardcheck's local matrix, row-major) into its rows of g.
+  // This rank's block (shardcheck's local matrix, row-major) into its rows of g. No GA_Sync after
+  // it: every put is followed by a GA_Dgemm, which opens with pnga_pgroup_sync (ARMCI_AllFence
+  // and a barrier, the same as GA_Sync; matmul.c) before it reads an operand.
   template <class T>
   static void put_local(const global_array& g, const sc::matrix<T>& m) {
     const auto [lo, hi] = my_rows(g);
@@ -279,14 +300,10 @@ class ga_dgemm : public sc::kernel {
     if (held != m.rows)
       throw std::runtime_error("GA gives this rank " + std::to_string(held) +
                                " rows, the partition reported " + std::to_string(m.rows));
-    if (m.rows == 0 || m.cols == 0) {
-      GA_Sync();
-      return;
-    }
+    if (m.rows == 0 || m.cols == 0) return;
     int l[2] = {lo, 0}, h[2] = {hi, static_cast<int>(m.cols) - 1},
         ld[1] = {static_cast<int>(m.cols)};
     NGA_Put(g.get(), l, h, const_cast<T*>(m.row(0)), ld);
-    GA_Sync();
   }
 
   template <class T>
