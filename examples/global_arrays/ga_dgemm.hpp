@@ -47,8 +47,8 @@
 //       stack, allocated once by MA_init (no heap in the phase: the bound still holds).
 //       The transfers: ARMCI-MPI moves a strided patch as an I/O vector (ARMCI_STRIDED_METHOD=IOV
 //       under Open MPI), a source and a destination pointer per row, and NGA_Acc's
-//       ARMCII_Buf_prepare_acc_vec one more per row; one transfer at a time (ARMCI-MPI completes
-//       its non-blocking gets before returning).
+//       ARMCII_Buf_prepare_acc_vec one more per row; they live only inside the call that issues
+//       the transfer (ARMCI-MPI frees them before it returns, non-blocking calls included).
 //     What is counted where. ARMCI_Malloc_local is an MPI_Alloc_mem, which no wrapper of
 //     shardcheck's marks as MPI's: the buffer counts as the kernel's (it is the library asking).
 //     GA's arrays (NGA_Create → ARMCI_Malloc → ARMCI-MPI's gmr_create) are MPI_Win_allocate'd
