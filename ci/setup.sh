@@ -9,6 +9,9 @@ packages=(g++ cmake make pkg-config libopenmpi-dev openmpi-bin libopenblas-dev l
 packages+=(libmpich-dev mpich)
 # PETSc's MATMPIDENSE products as an outside kernel (examples/petsc, ci/petsc_kernel.sh).
 packages+=(petsc-dev)
+# Global Arrays' GA_Dgemm as an outside kernel (examples/global_arrays, ci/global_arrays_kernel.sh):
+# Debian's GA 5.8.2 is built on ARMCI-MPI, whose library is a package of its own.
+packages+=(libglobalarrays-dev libarmci-mpi-dev)
 # Eigen's bfloat16 and half: the bf16 / f16 storage dtypes (reference/mixed.hpp).
 packages+=(libeigen3-dev)
 missing=()
