@@ -2,7 +2,7 @@
 # The README's test command: the format check, the build, every test (unit, property at 1-4 ranks,
 # mutant), then the outside kernels built against the installed package (ci/outside_kernel.sh,
 # ci/scalapack_kernel.sh: ScaLAPACK's PDGEMM/PSGEMM; ci/petsc_kernel.sh: PETSc's MATMPIDENSE
-# products), a second tree built against MPICH (ci/mpich.sh) and a minute of fuzzing
+# products; ci/global_arrays_kernel.sh: Global Arrays' GA_Dgemm), a second tree built against MPICH (ci/mpich.sh) and a minute of fuzzing
 # (ci/fuzz.sh).
 # Extra arguments go to ctest, e.g. `bash ci/test.sh -L mutant`, and skip the outside kernels and
 # the fuzzing.
@@ -20,6 +20,7 @@ if [ "$#" -eq 0 ]; then
   bash "$SHARDCHECK_ROOT/ci/outside_kernel.sh"
   bash "$SHARDCHECK_ROOT/ci/scalapack_kernel.sh"
   bash "$SHARDCHECK_ROOT/ci/petsc_kernel.sh"
+  bash "$SHARDCHECK_ROOT/ci/global_arrays_kernel.sh"
   bash "$SHARDCHECK_ROOT/ci/mpich.sh"
   bash "$SHARDCHECK_ROOT/ci/fuzz.sh"
 fi

@@ -307,7 +307,7 @@ int run(CLI::App& app, int argc, char** argv, const std::vector<command>& comman
   // 99999999999999999999` as 9223372036854775807), silently.
   for (const command& c : commands)
     for (CLI::Option* o : c.app->get_options())
-      if (o->get_type_size() != 0) o->check(not_empty()).check(within_64_bits());
+      if (o->get_type_size() != 0) o->check(not_empty())->check(within_64_bits());
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,6 @@
 #include "shardcheck/parallel/ledger.hpp"
 
+#include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/reference/types.hpp"
 
 #include <algorithm>
@@ -359,9 +360,20 @@ ledger_entry win_sync_entry(collective kind, int target, std::int64_t elements) 
   return one_sided_entry(kind, elements, 0, 0, 0, target);
 }
 
+ledger::ledger() {
+  const mem::mpi_heap shardcheck_own;
+  entries_.reserve(256);
+}
+
+void ledger::reserve(std::size_t n) {
+  const mem::mpi_heap shardcheck_own;
+  entries_.reserve(n);
+}
+
 void ledger::record(ledger_entry e, int axis) {
   e.when = phase_;
   e.axis = axis;
+  const mem::mpi_heap shardcheck_own;
   entries_.push_back(e);
 }
 

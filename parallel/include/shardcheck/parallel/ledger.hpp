@@ -211,17 +211,20 @@ struct ledger_entry {
 // Part k of n split evenly over p (the first n mod p parts one longer): {offset, size}.
 [[nodiscard]] std::pair<std::int64_t, std::int64_t> balanced_chunk(std::int64_t n, int p, int k);
 
+// The ledger's storage is shardcheck's, counted in the MPI meter (memory.hpp) wherever it grows:
+// never the kernel's peak. (Reserved in the kernel's meter and grown inside a recorded MPI call,
+// the first block went back to the kernel's meter when freed, and a kernel's peak read up to that
+// block's bytes low.)
 class ledger {
  public:
-  ledger() { entries_.reserve(256); }
+  ledger();
   void set_phase(phase p) { phase_ = p; }
-  // Records e in the current phase. Never allocates below 256 entries, so it is invisible to the
-  // memory meter in any realistic strategy.
+  // Records e in the current phase. Never allocates below 256 entries.
   void record(ledger_entry e, int axis);
   void clear() { entries_.clear(); }
   // Room for n entries, so that recording them allocates nothing (callers reserve outside the
   // measured scope what the cost model predicts).
-  void reserve(std::size_t n) { entries_.reserve(n); }
+  void reserve(std::size_t n);
   [[nodiscard]] const std::vector<ledger_entry>& entries() const { return entries_; }
   // Sets the bytes of entry i (a non-blocking collective's, known once it completes); an index
   // past the end (the ledger was cleared meanwhile) is ignored.
