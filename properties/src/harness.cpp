@@ -161,7 +161,9 @@ std::string ranks_text(const std::vector<shape_record>& all, int p, bool& shifte
     out += (out.empty() ? "" : ", ") + std::to_string(q) + " (" + std::string(to_string(shape));
     if (shape == error_shape::permuted && r[2] >= 0) out += ": rank " + std::to_string(r[2]) + "'s";
     if (shape == error_shape::multiple) out += " ×" + std::to_string(r[3]);
-    if (r[4] >= 0) out += " P" + std::to_string(r[4]) + "/" + std::to_string(r[5]);
+    if (r[4] >= 0 && r[2] >= 0) out += ": rank " + std::to_string(r[2]) + "'s";
+    if (r[4] >= 0 && r[2] < 0)
+      out += ": part " + std::to_string(r[4]) + " of " + std::to_string(r[5]);
     out += ")";
   }
   shifted = failing > 0 && (on == failing || back == failing);
@@ -498,6 +500,28 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
       std::sort(ctx.shard_counts.begin(), ctx.shard_counts.end());
       ctx.shard_counts.erase(std::unique(ctx.shard_counts.begin(), ctx.shard_counts.end()),
                              ctx.shard_counts.end());
+      // The ranks' partition of the block's rows and columns: where any rank's block of any
+      // tensor along the same dimension starts or ends (an untiled block's, in its local indices).
+      const auto [row_dim, col_dim] = par::dim_names(t, c.prob);
+      std::vector<tensor_slot> slots{tensor::x, tensor::dy};
+      for (std::size_t l = 0; l < c.prob.layers(); ++l) slots.emplace_back(tensor::w, l);
+      const auto cut = [](std::vector<std::size_t>& cuts, std::int64_t at, std::int64_t lo,
+                          std::int64_t n) {
+        if (at > lo && at < lo + n) cuts.push_back(static_cast<std::size_t>(at - lo));
+      };
+      const block& own = tp.region;
+      for (int q = 0; q < p && own.row_runs.empty() && own.col_runs.empty(); ++q)
+        for (const tensor_slot& s : slots) {
+          const block bq = par::block_of(*run.s.k, c, s, par::coords_of(q, dims));
+          const auto [rn, cn] = par::dim_names(s, c.prob);
+          for (const auto& [name, runs] :
+               {std::pair{rn, par::runs_of_rows(bq)}, std::pair{cn, par::runs_of_cols(bq)}})
+            for (const par::index_run& r : runs)
+              for (const std::int64_t at : {r.offset, r.offset + r.length}) {
+                if (name == row_dim) cut(ctx.row_cuts, at, own.row0, own.rows);
+                if (name == col_dim) cut(ctx.col_cuts, at, own.col0, own.cols);
+              }
+        }
       for (int q = 0; q < p; ++q) {
         if (q == me) continue;
         const block bq = par::block_of(*run.s.k, c, t, par::coords_of(q, dims));
@@ -506,12 +530,38 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
                                                   : reference_of_block(c, t.t, bq, {0, inner}))
                                                .value)});
       }
-      if (!stack && !is_storage16(c.prob.type))  // a 16-bit reference is over the whole K
+      // Each rank's partial sum: the reference over the inner indices its input block holds (X's
+      // columns for Y, dY's for dX, X's rows for dW), where that is a part of them (f32, f64).
+      if (!stack && !is_storage16(c.prob.type)) {
+        const tensor_slot in = t.t == tensor::dx ? tensor::dy : tensor::x;
+        const bool by_rows = t.t == tensor::dw;
+        std::vector<std::vector<par::index_run>> seen;
+        for (int q = 0; q < p; ++q) {
+          const block bq = par::block_of(*run.s.k, c, in, par::coords_of(q, dims));
+          const std::vector<par::index_run> runs =
+              by_rows ? par::runs_of_rows(bq) : par::runs_of_cols(bq);
+          std::int64_t held = 0;
+          for (const par::index_run& r : runs) held += r.length;
+          if (held == 0 || held >= inner || std::find(seen.begin(), seen.end(), runs) != seen.end())
+            continue;
+          seen.push_back(runs);
+          std::vector<double> sum;
+          for (const par::index_run& r : runs) {
+            const std::vector<double> part =
+                values_of(reference_of_block(c, t.t, tp.region, r).value);
+            if (sum.empty()) sum.assign(part.size(), 0.0);
+            for (std::size_t e = 0; e < part.size(); ++e) sum[e] += part[e];
+          }
+          ctx.partials.push_back({p, q, q, std::move(sum)});
+        }
+      }
+      // Else equal parts, one per rank or mesh axis (a 16-bit reference is over the whole K).
+      if (!stack && !is_storage16(c.prob.type) && ctx.partials.empty())
         for (const int n : ctx.shard_counts)
           for (int r = 0; r < n && n > 1; ++r) {
             const par::index_run part{inner * r / n, inner * (r + 1) / n - inner * r / n};
             ctx.partials.push_back(
-                {n, r, values_of(reference_of_block(c, t.t, tp.region, part).value)});
+                {n, r, -1, values_of(reference_of_block(c, t.t, tp.region, part).value)});
           }
       return ctx;
     };

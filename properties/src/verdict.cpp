@@ -1021,23 +1021,37 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
         return done(error_shape::permuted);
       }
     }
+    // The shardings tried: the ranks' partition (count 0), then n equal shards.
+    std::vector<std::pair<int, std::vector<std::size_t>>> shardings;
+    {
+      std::vector<std::size_t> cuts = along_rows ? ctx.row_cuts : ctx.col_cuts;
+      cuts.push_back(0);
+      cuts.push_back(ext);
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      if (cuts.size() > 2 && cuts.back() == ext) shardings.emplace_back(0, cuts);
+    }
     for (const int count : counts) {
       const auto sc = static_cast<std::size_t>(count);
       if (count < 2 || sc > ext) continue;
+      std::vector<std::size_t> lo;
+      for (std::size_t s = 0; s <= sc; ++s) lo.push_back(shard_lo(ext, sc, s));
+      shardings.emplace_back(count, lo);
+    }
+    for (const auto& [count, lo] : shardings) {
+      const std::size_t sc = lo.size() - 1;
       std::vector<long> from(sc, -2);  // -2: in bound, −1: zero, else the shard it holds
       bool ok = true, moved = false;
       for (std::size_t s = 0; s < sc && ok; ++s) {
-        const std::size_t lo = shard_lo(ext, sc, s), len = shard_lo(ext, sc, s + 1) - lo;
-        if (std::find(bad_on.begin() + static_cast<std::ptrdiff_t>(lo),
-                      bad_on.begin() + static_cast<std::ptrdiff_t>(lo + len),
-                      1) == bad_on.begin() + static_cast<std::ptrdiff_t>(lo + len))
+        const std::size_t len = lo[s + 1] - lo[s];
+        if (std::find(bad_on.begin() + static_cast<std::ptrdiff_t>(lo[s]),
+                      bad_on.begin() + static_cast<std::ptrdiff_t>(lo[s + 1]),
+                      1) == bad_on.begin() + static_cast<std::ptrdiff_t>(lo[s + 1]))
           continue;
-        for (std::size_t q = 0; q < sc && from[s] == -2; ++q) {
-          const std::size_t qlo = shard_lo(ext, sc, q);
-          if (q != s && shard_lo(ext, sc, q + 1) - qlo == len && holds(lo, len, qlo, false))
+        for (std::size_t q = 0; q < sc && from[s] == -2; ++q)
+          if (q != s && lo[q + 1] - lo[q] == len && holds(lo[s], len, lo[q], false))
             from[s] = static_cast<long>(q);
-        }
-        if (from[s] == -2 && holds(lo, len, 0, true)) from[s] = -1;
+        if (from[s] == -2 && holds(lo[s], len, 0, true)) from[s] = -1;
         ok = from[s] != -2;
         moved = moved || from[s] >= 0;
       }
@@ -1051,8 +1065,15 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
         map += (map.empty() ? "" : ", ") + std::to_string(s) + "←" +
                (from[s] < 0 ? std::string("zero") : std::to_string(from[s]));
       }
-      d.detail = std::string(along_rows ? "row" : "column") + " shards (" + std::to_string(count) +
-                 " of " + std::to_string(ext / sc) + (ext % sc != 0 ? "+" : "") + "): " + map;
+      std::string shards;
+      if (count == 0) {
+        shards = "the ranks' partition, " + std::to_string(sc) + " at";
+        for (std::size_t s = 0; s < sc; ++s) shards += " " + std::to_string(lo[s]);
+      } else {
+        shards =
+            std::to_string(count) + " of " + std::to_string(ext / sc) + (ext % sc != 0 ? "+" : "");
+      }
+      d.detail = std::string(along_rows ? "row" : "column") + " shards (" + shards + "): " + map;
       return done(back || on ? error_shape::shifted : error_shape::permuted);
     }
   }
@@ -1072,6 +1093,7 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
       if (!all_bad(cand, 1.0)) continue;
       d.part = p.index;
       d.parts = p.count;
+      d.rank = p.rank;
       return done(shape);
     }
   }
@@ -1178,9 +1200,11 @@ std::string global_runs(const std::vector<par::index_run>& local,
 std::string describe(const diagnosis& d, const par::block& b) {
   if (d.shape == error_shape::none) return {};
   std::string what;
-  const std::string part = "P" + std::to_string(d.part) + " (the sum over part " +
-                           std::to_string(d.part) + " of " + std::to_string(d.parts) +
-                           " equal parts of the inner dimension)";
+  const std::string part =
+      d.rank >= 0 ? "P" + std::to_string(d.rank) + " (rank " + std::to_string(d.rank) +
+                        "'s partial sum, over its share of the inner dimension)"
+                  : "P" + std::to_string(d.part) + " (the sum over part " + std::to_string(d.part) +
+                        " of " + std::to_string(d.parts) + " equal parts of the inner dimension)";
   switch (d.shape) {
     case error_shape::nonfinite:
       what = "NaN or Inf where the reference is finite (" + d.detail + ")";

@@ -50,7 +50,7 @@ diagnosis_context context_of(const reference_parts& x) {
   diagnosis_context ctx;
   ctx.ranks = 2;
   ctx.shard_counts = {2};
-  ctx.partials = {{2, 0, x.p0}, {2, 1, x.p1}};
+  ctx.partials = {{2, 0, -1, x.p0}, {2, 1, -1, x.p1}};
   ctx.others = {{1, x.other}};
   return ctx;
 }
@@ -112,6 +112,23 @@ TEST(ErrorShape, ShardsPermuted) {
   EXPECT_EQ(d.detail, "column shards (4 of 2): 0←3, 1←2, 2←1, 3←0");
 }
 
+TEST(ErrorShape, TheRanksPartitionPermuted) {
+  // Rows cut by the ranks at 3 and 5: the first and last parts (3 rows each) swapped.
+  const reference_parts x = parts();
+  std::vector<double> c = x.r;
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      c[i * cols + j] = x.r[(i + 5) * cols + j];
+      c[(i + 5) * cols + j] = x.r[i * cols + j];
+    }
+  diagnosis_context ctx = context_of(x);
+  ctx.row_cuts = {3, 5};
+  const diagnosis d = diagnose_block<double>(f64_tolerance(), false, rows, cols, c.data(),
+                                             x.r.data(), x.mag.data(), nullptr, ctx);
+  EXPECT_EQ(d.shape, error_shape::permuted);
+  EXPECT_EQ(d.detail, "row shards (the ranks' partition, 3 at 0 3 5): 0←2, 2←0");
+}
+
 TEST(ErrorShape, ColumnsReversed) {
   const reference_parts x = parts();
   std::vector<double> c = x.r;
@@ -162,7 +179,7 @@ TEST(ErrorShape, PartialMissing) {
   y.r = r;
   y.other.assign(n, 100.0);
   diagnosis_context ctx = context_of(y);
-  ctx.partials = {{3, 0, x.p0}, {3, 1, x.p1}, {3, 2, p2}};
+  ctx.partials = {{3, 0, -1, x.p0}, {3, 1, -1, x.p1}, {3, 2, 0, p2}};
   std::vector<double> mag(n);
   for (std::size_t i = 0; i < n; ++i) mag[i] = x.mag[i] + std::abs(p2[i]);
   const diagnosis d = diagnose_block<double>(f64_tolerance(), false, rows, cols, c.data(), r.data(),
@@ -170,6 +187,9 @@ TEST(ErrorShape, PartialMissing) {
   EXPECT_EQ(d.shape, error_shape::partial_missing);
   EXPECT_EQ(d.part, 2);
   EXPECT_EQ(d.parts, 3);
+  EXPECT_EQ(d.rank, 0);  // that part is rank 0's share
+  EXPECT_NE(describe(d, par::block{0, rows, 0, cols}).find("rank 0's partial sum"),
+            std::string::npos);
 }
 
 TEST(ErrorShape, PartialTwice) {

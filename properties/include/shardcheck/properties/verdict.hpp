@@ -316,12 +316,16 @@ enum class error_shape : int {
 struct diagnosis_context {
   int ranks = 1;                  // p: the largest multiple tried
   std::vector<int> shard_counts;  // shard counts tried besides 2…8 (the mesh's axes)
-  // P of part `index` of `count` equal parts of the inner dimension (the reference summed there).
+  // P of part `index` of `count` parts of the inner dimension (the reference summed there):
+  // rank `rank`'s share of it, or (rank −1) the index-th of `count` equal parts.
   struct part {
-    int count = 0, index = 0;
+    int count = 0, index = 0, rank = -1;
     std::vector<double> value;
   };
   std::vector<part> partials;
+  // Local rows (columns) of the block where a rank's part of that dimension starts or ends: the
+  // ranks' partition, tried as shards before the equal ones.
+  std::vector<std::size_t> row_cuts, col_cuts;
   // The reference of another rank's block of the same shape.
   struct other {
     int rank = 0;
@@ -338,8 +342,8 @@ struct diagnosis {
   std::vector<par::index_run> rows, cols;  // local indices
   int k = 0;                               // multiple: C = k·R
   int part = -1, parts = 0;                // partial_*: P_part of `parts`
-  int rank = -1;                           // permuted / shifted across ranks: whose block C holds
-  std::string detail;                      // the shards' order, the coarser dtype, …
+  int rank = -1;  // permuted / shifted across ranks: whose block C holds; partial_*: whose share
+  std::string detail;  // the shards' order, the coarser dtype, …
 };
 
 // Diagnoses got against want (as judge_block takes them) with the tier that failed (`statistical`:
