@@ -204,6 +204,7 @@ tolerance tolerance_of(const par::run_case& c, std::span<const par::chain_length
     return tol;
   }
   tol.k_par = chain_of(chains.front(), t);
+  tol.k_red = std::min(reduced_of(chains.front(), t), tol.k_par);
   tol.rigorous = ref::gamma(tol.k_par, tol.type) + ref::gamma(tol.k_ref, tol.type);
   if (tier.lambda > 0)
     tol.statistical = ref::tier_gamma(tol.k_par, tol.type, tier.lambda) +
@@ -1040,6 +1041,44 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
     }
     for (const auto& [count, lo] : shardings) {
       const std::size_t sc = lo.size() - 1;
+      if (count == 0) {  // the ranks' parts in another order, reassembled front to back
+        std::vector<long> order;
+        std::vector<char> used(sc, 0);
+        std::size_t pos = 0;
+        while (pos < ext) {
+          long next = -2;
+          for (std::size_t q = 0; q < sc && next == -2; ++q) {
+            const std::size_t len = lo[q + 1] - lo[q];
+            if (used[q] == 0 && pos + len <= ext && holds(pos, len, lo[q], false))
+              next = static_cast<long>(q);
+          }
+          if (next == -2) break;
+          used[static_cast<std::size_t>(next)] = 1;
+          order.push_back(next);
+          pos += lo[static_cast<std::size_t>(next) + 1] - lo[static_cast<std::size_t>(next)];
+        }
+        bool moved = false;
+        for (std::size_t s = 0; s < order.size(); ++s)
+          moved = moved || order[s] != static_cast<long>(s);
+        if (pos == ext && moved) {
+          bool rotated = order.size() > 1;
+          for (const long step : {1L, -1L}) {
+            bool all = true;
+            const auto n = static_cast<long>(order.size());
+            for (long s = 0; s < n; ++s)
+              all = all && order[static_cast<std::size_t>(s)] == ((s + step) % n + n) % n;
+            if (all) break;
+            if (step == -1) rotated = false;
+          }
+          std::string text;
+          for (const long q : order) text += (text.empty() ? "" : ", ") + std::to_string(q);
+          d.detail = std::string(along_rows ? "row" : "column") +
+                     " parts of the ranks' partition (" + std::to_string(sc) + ", at";
+          for (std::size_t s = 0; s < sc; ++s) d.detail += " " + std::to_string(lo[s]);
+          d.detail += ") in the order " + text;
+          return done(rotated ? error_shape::shifted : error_shape::permuted);
+        }
+      }
       std::vector<long> from(sc, -2);  // -2: in bound, −1: zero, else the shard it holds
       bool ok = true, moved = false;
       for (std::size_t s = 0; s < sc && ok; ++s) {
@@ -1108,8 +1147,14 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
     // The factor per unit of mag (a stack's and a window's: scaled by the unit roundoffs' ratio).
     double factor = 0;
     if (!tol.window && !tol.per_element) {
+      // f32: the whole chain summed in it (inputs rounded: 2 more); f16, bf16: only the inputs
+      // and the reduced partial sums rounded to it (a chain of 16-bit sums admits near anything).
       const std::int64_t k = tol.k_par > 0 ? tol.k_par : tol.k_ref;
-      factor = ref::gamma(k, narrow) + (tol.bitwise ? 0.0 : ref::gamma(tol.k_ref, tol.type));
+      const std::int64_t k_narrow = narrow == dtype::f32 ? k + 2 : tol.k_red + 2;
+      factor = ref::gamma(k_narrow, narrow) + ref::gamma(k, tol.type) +
+               (tol.bitwise ? 0.0 : ref::gamma(tol.k_ref, tol.type));
+    } else if (tol.per_element && narrow != dtype::f32) {
+      continue;  // a stack's bound has no chain to take apart
     } else {
       factor = fits.factor * u_n / u_base;
     }

@@ -126,7 +126,21 @@ TEST(ErrorShape, TheRanksPartitionPermuted) {
   const diagnosis d = diagnose_block<double>(f64_tolerance(), false, rows, cols, c.data(),
                                              x.r.data(), x.mag.data(), nullptr, ctx);
   EXPECT_EQ(d.shape, error_shape::permuted);
-  EXPECT_EQ(d.detail, "row shards (the ranks' partition, 3 at 0 3 5): 0←2, 2←0");
+  EXPECT_EQ(d.detail, "row parts of the ranks' partition (3, at 0 3 5) in the order 2, 1, 0");
+}
+
+TEST(ErrorShape, TheRanksPartsReordered) {
+  // Rows cut by the ranks at 5 (parts of 5 and 3 rows): gathered in the other order.
+  const reference_parts x = parts();
+  std::vector<double> c(n);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) c[i * cols + j] = x.r[((i + 5) % rows) * cols + j];
+  diagnosis_context ctx = context_of(x);
+  ctx.row_cuts = {5};
+  const diagnosis d = diagnose_block<double>(f64_tolerance(), false, rows, cols, c.data(),
+                                             x.r.data(), x.mag.data(), nullptr, ctx);
+  EXPECT_EQ(d.shape, error_shape::shifted);
+  EXPECT_EQ(d.detail, "row parts of the ranks' partition (2, at 0 5) in the order 1, 0");
 }
 
 TEST(ErrorShape, ColumnsReversed) {

@@ -293,8 +293,9 @@ template <class T>
 //   partial_only      C = P_r: only part r of the inner dimension summed (a reduction skipped or
 //                     stopped early), P_r the reference over the r-th of n equal parts;
 //   partial_missing   C = R − P_r;  partial_twice  C = R + P_r;
-//   narrower          within the bound recomputed for the kernel's chain rounding in a coarser
-//                     dtype (f32, f16, bf16: partial sums or inputs rounded to it);
+//   narrower          within the bound recomputed with a coarser dtype: f32 for the kernel's
+//                     whole chain, f16 / bf16 for its inputs and reduced partial sums only (a
+//                     16-bit window's and a stack's: the factor scaled by the unit roundoffs);
 //   other             none of these.
 enum class error_shape : int {
   none,
