@@ -1119,13 +1119,14 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
   if (rows == cols && rows > 1 &&
       all_bad([&](std::size_t i) { return r_at((i % cols) * cols + i / cols); }, 1.0))
     return done(error_shape::transposed);
-  // One part's partial sum alone, missing or counted twice.
-  for (const diagnosis_context::part& p : ctx.partials) {
-    if (p.value.size() != n) continue;
-    const std::pair<error_shape, double> tries[] = {{error_shape::partial_only, 0.0},
-                                                    {error_shape::partial_missing, -1.0},
-                                                    {error_shape::partial_twice, 1.0}};
-    for (const auto& [shape, sign] : tries) {
+  // One part's partial sum alone (every part tried first: on two parts, R − P0 is P1 alone),
+  // missing or counted twice.
+  const std::pair<error_shape, double> tries[] = {{error_shape::partial_only, 0.0},
+                                                  {error_shape::partial_missing, -1.0},
+                                                  {error_shape::partial_twice, 1.0}};
+  for (const auto& [shape, sign] : tries)
+    for (const diagnosis_context::part& p : ctx.partials) {
+      if (p.value.size() != n) continue;
       const auto cand = [&](std::size_t i) {
         return sign == 0.0 ? p.value[i] : r_at(i) + sign * p.value[i];
       };
@@ -1135,7 +1136,6 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
       d.rank = p.rank;
       return done(shape);
     }
-  }
   // Within the bound recomputed for the chain rounding in a coarser dtype; only where that bound
   // is below the magnitude itself (a bound of |R|'s size would admit any value of its sign).
   const double u_base = tol.window ? std::max(ref::unit_roundoff(tol.policy.acc),
