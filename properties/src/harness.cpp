@@ -526,10 +526,47 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         if (q == me) continue;
         const block bq = par::block_of(*run.s.k, c, t, par::coords_of(q, dims));
         if (bq.rows != tp.region.rows || bq.cols != tp.region.cols || bq == tp.region) continue;
-        ctx.others.push_back({q, values_of((stack ? whole.block(c, t, bq, chains, tier.lambda)
-                                                  : reference_of_block(c, t.t, bq, {0, inner}))
-                                               .value)});
+        ctx.others.push_back({q,
+                              values_of((stack ? whole.block(c, t, bq, chains, tier.lambda)
+                                               : reference_of_block(c, t.t, bq, {0, inner}))
+                                            .value),
+                              {}});
       }
+      // The block moved to where an even split of its rows (columns) over the ranks, or another
+      // rank's block, starts: a misread offset.
+      if (own.row_runs.empty() && own.col_runs.empty()) {
+        const std::int64_t all_rows = par::dim_length(c.prob, row_dim),
+                           all_cols = par::dim_length(c.prob, col_dim);
+        std::vector<std::int64_t> row_starts, col_starts;
+        for (int q = 0; q < p; ++q) {
+          row_starts.push_back(all_rows * q / p);
+          col_starts.push_back(all_cols * q / p);
+          const block bq = par::block_of(*run.s.k, c, t, par::coords_of(q, dims));
+          row_starts.push_back(bq.row0);
+          col_starts.push_back(bq.col0);
+        }
+        for (const bool by_rows : {true, false}) {
+          std::vector<std::int64_t>& starts = by_rows ? row_starts : col_starts;
+          std::sort(starts.begin(), starts.end());
+          starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+          const std::int64_t n = by_rows ? own.rows : own.cols;
+          for (const std::int64_t at : starts) {
+            if (at == (by_rows ? own.row0 : own.col0) || at + n > (by_rows ? all_rows : all_cols))
+              continue;
+            block moved = own;
+            (by_rows ? moved.row0 : moved.col0) = at;
+            ctx.others.push_back({-1,
+                                  values_of((stack ? whole.block(c, t, moved, chains, tier.lambda)
+                                                   : reference_of_block(c, t.t, moved, {0, inner}))
+                                                .value),
+                                  "the reference's " + std::string(by_rows ? "rows " : "columns ") +
+                                      std::to_string(at) + "-" + std::to_string(at + n - 1) +
+                                      " (at a misread offset)"});
+          }
+        }
+      }
+      for (const auto& [name, value] : c.params)
+        if (value > 1) ctx.shard_sizes.push_back(value);
       // Each rank's partial sum: the reference over the inner indices its input block holds (X's
       // columns for Y, dY's for dX, X's rows for dW), where that is a part of them (f32, f64).
       if (!stack && !is_storage16(c.prob.type)) {

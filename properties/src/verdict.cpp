@@ -985,6 +985,7 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
     for (std::size_t i = 0; i < n && all; ++i) all = fits(i, o.value[i], 1.0);
     if (!all) continue;
     d.rank = o.rank;
+    if (o.rank < 0) d.detail = "holds " + o.what;
     return done(error_shape::permuted);
   }
   // The block's own shards in another order: along rows (stride cols) or columns (stride 1).
@@ -1038,6 +1039,14 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
       std::vector<std::size_t> lo;
       for (std::size_t s = 0; s <= sc; ++s) lo.push_back(shard_lo(ext, sc, s));
       shardings.emplace_back(count, lo);
+    }
+    for (const std::int64_t size : ctx.shard_sizes) {  // shards of a given size, the last shorter
+      const auto z = static_cast<std::size_t>(size);
+      if (size < 1 || z >= ext || ext / z > 64) continue;
+      std::vector<std::size_t> lo;
+      for (std::size_t at = 0; at < ext; at += z) lo.push_back(at);
+      lo.push_back(ext);
+      shardings.emplace_back(-static_cast<int>(size), lo);
     }
     for (const auto& [count, lo] : shardings) {
       const std::size_t sc = lo.size() - 1;
@@ -1108,6 +1117,8 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
       if (count == 0) {
         shards = "the ranks' partition, " + std::to_string(sc) + " at";
         for (std::size_t s = 0; s < sc; ++s) shards += " " + std::to_string(lo[s]);
+      } else if (count < 0) {
+        shards = std::to_string(sc) + " of " + std::to_string(-count);
       } else {
         shards =
             std::to_string(count) + " of " + std::to_string(ext / sc) + (ext % sc != 0 ? "+" : "");
@@ -1263,10 +1274,14 @@ std::string describe(const diagnosis& d, const par::block& b) {
       break;
     case error_shape::permuted:
     case error_shape::shifted:
-      what = d.rank >= 0 ? "holds rank " + std::to_string(d.rank) + "'s block"
-                         : d.detail + (d.shape == error_shape::shifted ? " (shifted by one shard)"
-                                                                       : " (shard ← the shard "
-                                                                         "it holds)");
+      if (d.rank >= 0)
+        what = "holds rank " + std::to_string(d.rank) + "'s block";
+      else if (d.shape == error_shape::shifted)
+        what = d.detail + " (shifted by one shard)";
+      else if (d.detail.find("←") != std::string::npos)
+        what = d.detail + " (shard ← the shard it holds)";
+      else
+        what = d.detail;
       break;
     case error_shape::transposed: what = "the reference transposed"; break;
     case error_shape::partial_only:

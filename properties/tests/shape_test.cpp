@@ -51,7 +51,7 @@ diagnosis_context context_of(const reference_parts& x) {
   ctx.ranks = 2;
   ctx.shard_counts = {2};
   ctx.partials = {{2, 0, -1, x.p0}, {2, 1, -1, x.p1}};
-  ctx.others = {{1, x.other}};
+  ctx.others = {{1, x.other, {}}};
   return ctx;
 }
 

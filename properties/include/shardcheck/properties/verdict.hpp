@@ -315,8 +315,9 @@ enum class error_shape : int {
 
 // What a diagnosis may compare a failing block with besides its reference (all laid out as it).
 struct diagnosis_context {
-  int ranks = 1;                  // p: the largest multiple tried
-  std::vector<int> shard_counts;  // shard counts tried besides 2…8 (the mesh's axes)
+  int ranks = 1;                          // p: the largest multiple tried
+  std::vector<int> shard_counts;          // shard counts tried besides 2…8 (the mesh's axes)
+  std::vector<std::int64_t> shard_sizes;  // shards of these sizes (the case's parameters)
   // P of part `index` of `count` parts of the inner dimension (the reference summed there):
   // rank `rank`'s share of it, or (rank −1) the index-th of `count` equal parts.
   struct part {
@@ -327,10 +328,12 @@ struct diagnosis_context {
   // Local rows (columns) of the block where a rank's part of that dimension starts or ends: the
   // ranks' partition, tried as shards before the equal ones.
   std::vector<std::size_t> row_cuts, col_cuts;
-  // The reference of another rank's block of the same shape.
+  // The reference of another rank's block of the same shape (rank ≥ 0), or of the block moved
+  // elsewhere in its output (rank −1, `what` says where: "the reference's rows 17-33").
   struct other {
     int rank = 0;
     std::vector<double> value;
+    std::string what;
   };
   std::vector<other> others;
 };
