@@ -10,6 +10,8 @@
 #include <pugixml.hpp>
 #include <sstream>
 
+#include "shardcheck/properties/verdict.hpp"
+
 namespace shardcheck::results {
 
 namespace {
@@ -263,6 +265,9 @@ std::string json_text(const run_results& r) {
       for (const unsigned p : every_property())
         if ((f.failed & p) != 0) fj["properties"].push_back(name_of(p));
       fj["message"] = f.message;
+      // An output's failure names the shape of its error (verdict.hpp): "zero", "permuted", …
+      const std::string shape = prop::shape_named(f.message);
+      fj["shape"] = shape.empty() ? json(nullptr) : json(shape);
       fj["case"] = f.case_line;
       fj["replay"] = f.replay;
       j["failures"].push_back(fj);

@@ -4,7 +4,8 @@
 check_results.py suite JUNIT JSON -- COMMAND...
     runs COMMAND (verify over data_parallel and mutant.ag_reversed@data_parallel, writing JUNIT
     and JSON), expects exit 1, then checks the counts, the mutant's forward failure with its
-    message and replay line, and the JSON fields.
+    message (naming the shape of the error, also the JSON's "shape") and replay line, and the
+    JSON fields.
 check_results.py interrupted JUNIT JSON -- COMMAND...
     runs COMMAND (data_parallel, then a mutant that hangs until the watchdog ends the job with
     exit 3) and checks that both files keep the finished strategy, the JSON marked incomplete.
@@ -48,6 +49,8 @@ def check_suite(junit, json_path, command):
     forward = [r for r in cases[(bad, "forward")].result if isinstance(r, Failure)]
     if not forward or not forward[0].message.startswith("forward: "):
         fail(f"{bad} forward: no failure with a forward message: {cases[(bad, 'forward')].result}")
+    if "; shape: " not in forward[0].message:
+        fail(f"{bad} forward: no shape of the error in {forward[0].message!r}")
     if "replay: mpirun -n " not in (forward[0].text or ""):
         fail(f"{bad} forward: no replay line in {forward[0].text!r}")
     # --property leaves ledger out: skipped, never a pass.
@@ -88,6 +91,8 @@ def check_suite(junit, json_path, command):
     f0 = b["failures"][0]
     if b["result"] != "fail" or f0["source"] != "generated" or "forward" not in f0["properties"]:
         fail(f"{bad}: {b}")
+    if not f0["shape"] or f"; shape: {f0['shape']}" not in f0["message"]:
+        fail(f"{bad}: shape {f0['shape']!r} for message {f0['message']!r}")
     if not f0["replay"].startswith("mpirun -n ") or f0["case"] not in f0["replay"]:
         fail(f"{bad} replay {f0['replay']!r} for case {f0['case']!r}")
     print("check_results.py: JUnit and JSON as expected")

@@ -203,3 +203,21 @@ TEST(comm, reports_a_wrong_sized_message_without_failing) {
   EXPECT_THROW((void)self.start_send<double>(out, 1, 0), invalid_problem);  // no rank 1
   EXPECT_THROW((void)self.recv<double>(in, 0, comm::max_p2p_tag), invalid_problem);
 }
+
+// A mismatch's message: every rank's call at that index, the ranks out of step named.
+TEST(collective_mismatch_text, names_every_call_and_the_ranks_out_of_step) {
+  const auto ar = static_cast<long long>(collective::all_reduce),
+             bc = static_cast<long long>(collective::broadcast);
+  // Rank 2 of 4 broadcasts from root 1 while the others all-reduce 16 doubles.
+  const std::vector<long long> calls{ar, 16, -1, 8, ar, 16, -1, 8, bc, 16, 1, 8, ar, 16, -1, 8};
+  EXPECT_EQ(collective_mismatch_text(calls, 3, 0),
+            "collective mismatch: the ranks of a communicator of size 4 disagree at collective "
+            "#3: ranks 0, 1, 3 all_reduce, count 16; rank 2 broadcast, count 16, root 1; out of "
+            "step: rank 2 (this rank: 0)");
+  // Two ranks, two calls: no majority; element sizes shown where they differ.
+  const std::vector<long long> two{ar, 4, -1, 8, ar, 4, -1, 4};
+  EXPECT_EQ(collective_mismatch_text(two, 0, 1),
+            "collective mismatch: the ranks of a communicator of size 2 disagree at collective "
+            "#0: rank 0 all_reduce, count 4, 8-byte elements; rank 1 all_reduce, count 4, 4-byte "
+            "elements (no call most ranks made: any of them may be out of step) (this rank: 1)");
+}

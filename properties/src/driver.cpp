@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include <rapidcheck.h>
@@ -114,7 +115,8 @@ std::string launch_command(int ranks) {
 #endif
 }
 
-std::string replay_command(std::string_view program, const par::run_case& c, unsigned mask) {
+std::string replay_command(std::string_view program, const par::run_case& c, unsigned mask,
+                           double case_timeout) {
   // Appended piece by piece: GCC 12 warns (-Wrestrict) on `"literal" + std::string` here.
   std::string out = launch_command(c.p);
   for (const auto& [name, value] : collective_mca_settings())
@@ -122,6 +124,11 @@ std::string replay_command(std::string_view program, const par::run_case& c, uns
   out.append(" ").append(shell_quoted(program)).append(" verify");
   if ((mask | static_cast<unsigned>(property::runs)) != all_properties)
     out.append(" --property ").append(properties_to_string(mask));
+  if (case_timeout != default_case_timeout) {
+    std::ostringstream seconds;
+    seconds << case_timeout;
+    out.append(" --case-timeout ").append(seconds.str());
+  }
   return out.append(" --replay ").append(shell_quoted(c.to_string()));
 }
 
@@ -159,7 +166,7 @@ case_verdict driver::execute(const std::string& message) {
   dog_->arm(line);
   try {
     par::run_case c = par::run_case::parse(line);
-    const std::string replay = replay_command(program_, c, mask);
+    const std::string replay = replay_command(program_, c, mask, timeout_);
     dog_->arm(replay);
     last_words::running(replay);
     const subject* s = find_(c.strategy);

@@ -1,6 +1,7 @@
 #include "shardcheck/properties/harness.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -105,25 +106,69 @@ std::string shape_mismatch(const par::tensor_plan& t, std::size_t rows, std::siz
   return os.str();
 }
 
+// What a rank tells the others of each output it judged, for the failure's text: it failed (1),
+// the shape of its error (verdict.hpp diagnose), whose block it holds, the multiple, the part.
+constexpr std::size_t shape_fields = 6;
+using shape_record = std::array<int, shape_fields>;
+
 // Judges output t on this rank against `reference()` (called only for a block of this shape with
 // elements); returns an empty string when it passes. Updates the error figures (and worst_error,
-// their largest err/u·mag).
-template <class Reference>
+// their largest err/u·mag). On a failure, the block is diagnosed (`context()` gives what the
+// diagnosis compares with) into `rec` and the message.
+template <class Reference, class Context>
 std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_matrix& got,
                   const tolerance& tol, int rank, const std::vector<int>& coords, verdict& v,
-                  const Reference& reference) {
+                  const Reference& reference, const Context& context, shape_record& rec) {
   const block& b = t.region;
   if (std::string bad = shape_mismatch(t, par::rows_of(got), par::cols_of(got), rank); !bad.empty())
     return bad;
   if (b.rows == 0 || b.cols == 0) return {};  // nothing here (e.g. another stage's tensor)
-  const judgement j = judge_block(tol, got, reference());
+  const block_reference& want = reference();
+  const judgement j = judge_block(tol, got, want);
   error_cell& cell = v.errors.at(c.prob.type, t.slot.t, c.mode);
   cell.err_u_mag = std::max(cell.err_u_mag, j.worst.err_u_mag);
   cell.rigorous = std::max(cell.rigorous, j.worst.rigorous);
   cell.statistical = std::max(cell.statistical, j.worst.statistical);
   v.worst_error = std::max(v.worst_error, cell.err_u_mag);
   if (!j.first) return {};
-  return describe(j, tol, where(t.name, b, rank, coords, j.first->row, j.first->col));
+  std::string msg = describe(j, tol, where(t.name, b, rank, coords, j.first->row, j.first->col));
+  rec = {1, static_cast<int>(error_shape::other), -1, 0, -1, 0};
+  try {  // the diagnosis only adds to the message: a failure to make it leaves the shape "other"
+    const diagnosis d = diagnose(tol, j, got, want, context());
+    rec = {1, static_cast<int>(d.shape), d.rank, d.k, d.part, d.parts};
+    msg += "; " + describe(d, b);
+  } catch (const std::exception& x) {
+    msg += "; shape: other (no diagnosis: " + std::string(x.what()) + ")";
+  }
+  return msg;
+}
+
+// The ranks whose block of an output failed, each with its shape: "out of bound on ranks 1
+// (zero), 3 (zero) of 4"; every failing rank holding its neighbour's block (r + 1 or r − 1, the
+// same for all) is a shift by one shard.
+std::string ranks_text(const std::vector<shape_record>& all, int p, bool& shifted) {
+  std::string out;
+  int failing = 0, on = 0, back = 0;
+  for (int q = 0; q < p; ++q) {
+    const shape_record& r = all[static_cast<std::size_t>(q)];
+    if (r[0] == 0) continue;
+    ++failing;
+    const auto shape = static_cast<error_shape>(r[1]);
+    if (shape == error_shape::permuted && r[2] >= 0) {
+      on += r[2] == (q + 1) % p ? 1 : 0;
+      back += r[2] == (q + p - 1) % p ? 1 : 0;
+    }
+    out += (out.empty() ? "" : ", ") + std::to_string(q) + " (" + std::string(to_string(shape));
+    if (shape == error_shape::permuted && r[2] >= 0) out += ": rank " + std::to_string(r[2]) + "'s";
+    if (shape == error_shape::multiple) out += " ×" + std::to_string(r[3]);
+    if (r[4] >= 0 && r[2] >= 0) out += ": rank " + std::to_string(r[2]) + "'s";
+    if (r[4] >= 0 && r[2] < 0)
+      out += ": part " + std::to_string(r[4]) + " of " + std::to_string(r[5]);
+    out += ")";
+  }
+  shifted = failing > 0 && (on == failing || back == failing);
+  return "out of bound on rank" + std::string(failing > 1 ? "s " : " ") + out + " of " +
+         std::to_string(p);
 }
 
 struct run_result {
@@ -418,6 +463,14 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
   stack_reference whole;
   mem::peak_scope scope;
   const auto start = std::chrono::steady_clock::now();
+  // Failures in the order found, each applied after every rank's shapes are known.
+  struct pending {
+    property prop;
+    std::string message;
+    std::size_t output;  // outputs.size(): not an output's verdict (the run threw)
+  };
+  std::vector<pending> fails;
+  std::vector<shape_record> shapes(outputs.size(), shape_record{});
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const tensor_slot& t = outputs[i];
     const property prop = t.t == tensor::y ? property::forward : property::backward;
@@ -434,15 +487,133 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     if (!ran || !run.on(prop) || !judgeable) continue;
     const par::tensor_plan& tp = (*plan)[t];
     const tolerance tol = tolerance_of(c, chains, t.t, tier);
+    const std::int64_t inner = inner_of(c.prob, t.t);
+    // What a failing block's diagnosis compares with: the other ranks' blocks of its shape and
+    // the partial sums over equal parts of the inner dimension (one per rank or mesh axis).
+    const auto context = [&] {
+      diagnosis_context ctx;
+      ctx.ranks = p;
+      const std::vector<int> dims = run.s.k->mesh_dims(c);
+      for (int d : dims)
+        if (d > 1) ctx.shard_counts.push_back(d);
+      ctx.shard_counts.push_back(p);
+      std::sort(ctx.shard_counts.begin(), ctx.shard_counts.end());
+      ctx.shard_counts.erase(std::unique(ctx.shard_counts.begin(), ctx.shard_counts.end()),
+                             ctx.shard_counts.end());
+      // The ranks' partition of the block's rows and columns: where any rank's block of any
+      // tensor along the same dimension starts or ends (an untiled block's, in its local indices).
+      const auto [row_dim, col_dim] = par::dim_names(t, c.prob);
+      std::vector<tensor_slot> slots{tensor::x, tensor::dy};
+      for (std::size_t l = 0; l < c.prob.layers(); ++l) slots.emplace_back(tensor::w, l);
+      const auto cut = [](std::vector<std::size_t>& cuts, std::int64_t at, std::int64_t lo,
+                          std::int64_t n) {
+        if (at > lo && at < lo + n) cuts.push_back(static_cast<std::size_t>(at - lo));
+      };
+      const block& own = tp.region;
+      for (int q = 0; q < p && own.row_runs.empty() && own.col_runs.empty(); ++q)
+        for (const tensor_slot& s : slots) {
+          const block bq = par::block_of(*run.s.k, c, s, par::coords_of(q, dims));
+          const auto [rn, cn] = par::dim_names(s, c.prob);
+          for (const auto& [name, runs] :
+               {std::pair{rn, par::runs_of_rows(bq)}, std::pair{cn, par::runs_of_cols(bq)}})
+            for (const par::index_run& r : runs)
+              for (const std::int64_t at : {r.offset, r.offset + r.length}) {
+                if (name == row_dim) cut(ctx.row_cuts, at, own.row0, own.rows);
+                if (name == col_dim) cut(ctx.col_cuts, at, own.col0, own.cols);
+              }
+        }
+      for (int q = 0; q < p; ++q) {
+        if (q == me) continue;
+        const block bq = par::block_of(*run.s.k, c, t, par::coords_of(q, dims));
+        if (bq.rows != tp.region.rows || bq.cols != tp.region.cols || bq == tp.region) continue;
+        ctx.others.push_back({q,
+                              values_of((stack ? whole.block(c, t, bq, chains, tier.lambda)
+                                               : reference_of_block(c, t.t, bq, {0, inner}))
+                                            .value),
+                              {}});
+      }
+      // The block moved to where an even split of its rows (columns) over the ranks, or another
+      // rank's block, starts: a misread offset.
+      if (own.row_runs.empty() && own.col_runs.empty()) {
+        const std::int64_t all_rows = par::dim_length(c.prob, row_dim),
+                           all_cols = par::dim_length(c.prob, col_dim);
+        std::vector<std::int64_t> row_starts, col_starts;
+        for (int q = 0; q < p; ++q) {
+          row_starts.push_back(all_rows * q / p);
+          col_starts.push_back(all_cols * q / p);
+          const block bq = par::block_of(*run.s.k, c, t, par::coords_of(q, dims));
+          row_starts.push_back(bq.row0);
+          col_starts.push_back(bq.col0);
+        }
+        for (const bool by_rows : {true, false}) {
+          std::vector<std::int64_t>& starts = by_rows ? row_starts : col_starts;
+          std::sort(starts.begin(), starts.end());
+          starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+          const std::int64_t n = by_rows ? own.rows : own.cols;
+          for (const std::int64_t at : starts) {
+            if (at == (by_rows ? own.row0 : own.col0) || at + n > (by_rows ? all_rows : all_cols))
+              continue;
+            block moved = own;
+            (by_rows ? moved.row0 : moved.col0) = at;
+            ctx.others.push_back({-1,
+                                  values_of((stack ? whole.block(c, t, moved, chains, tier.lambda)
+                                                   : reference_of_block(c, t.t, moved, {0, inner}))
+                                                .value),
+                                  "the reference's " + std::string(by_rows ? "rows " : "columns ") +
+                                      std::to_string(at) + "-" + std::to_string(at + n - 1) +
+                                      " (at a misread offset)"});
+          }
+        }
+      }
+      for (const auto& [name, value] : c.params)
+        if (value > 1) ctx.shard_sizes.push_back(value);
+      // Each rank's partial sum: the reference over the inner indices its input block holds (X's
+      // columns for Y, dY's for dX, X's rows for dW), where that is a part of them (f32, f64).
+      if (!stack && !is_storage16(c.prob.type)) {
+        const tensor_slot in = t.t == tensor::dx ? tensor::dy : tensor::x;
+        const bool by_rows = t.t == tensor::dw;
+        std::vector<std::vector<par::index_run>> seen;
+        for (int q = 0; q < p; ++q) {
+          const block bq = par::block_of(*run.s.k, c, in, par::coords_of(q, dims));
+          const std::vector<par::index_run> runs =
+              by_rows ? par::runs_of_rows(bq) : par::runs_of_cols(bq);
+          std::int64_t held = 0;
+          for (const par::index_run& r : runs) held += r.length;
+          if (held == 0 || held >= inner || std::find(seen.begin(), seen.end(), runs) != seen.end())
+            continue;
+          seen.push_back(runs);
+          std::vector<double> sum;
+          for (const par::index_run& r : runs) {
+            const std::vector<double> part =
+                values_of(reference_of_block(c, t.t, tp.region, r).value);
+            if (sum.empty()) sum.assign(part.size(), 0.0);
+            for (std::size_t e = 0; e < part.size(); ++e) sum[e] += part[e];
+          }
+          ctx.partials.push_back({p, q, q, std::move(sum)});
+        }
+      }
+      // Else equal parts, one per rank or mesh axis (a 16-bit reference is over the whole K).
+      if (!stack && !is_storage16(c.prob.type) && ctx.partials.empty())
+        for (const int n : ctx.shard_counts)
+          for (int r = 0; r < n && n > 1; ++r) {
+            const par::index_run part{inner * r / n, inner * (r + 1) / n - inner * r / n};
+            ctx.partials.push_back(
+                {n, r, -1, values_of(reference_of_block(c, t.t, tp.region, part).value)});
+          }
+      return ctx;
+    };
     if (stack || is_storage16(c.prob.type)) {  // the whole stack's, or its own widened reference
       try {
-        const std::string bad = judge(c, tp, got->out(t), tol, run.rank, plan->coords, run.v, [&] {
-          return stack ? whole.block(c, t, tp.region, chains, tier.lambda)
-                       : reference_of_block(c, t.t, tp.region, {0, inner_of(c.prob, t.t)});
-        });
-        if (!bad.empty()) run.fail(prop, bad);
+        const std::string bad = judge(
+            c, tp, got->out(t), tol, run.rank, plan->coords, run.v,
+            [&] {
+              return stack ? whole.block(c, t, tp.region, chains, tier.lambda)
+                           : reference_of_block(c, t.t, tp.region, {0, inner});
+            },
+            context, shapes[i]);
+        if (!bad.empty()) fails.push_back({prop, bad, i});
       } catch (const std::exception& x) {
-        run.fail(property::runs, x.what());
+        fails.push_back({property::runs, x.what(), outputs.size()});
       }
       continue;
     }
@@ -496,13 +667,39 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         run.v.check_panel_bytes += e.panel_bytes;
         if (!error.empty()) throw std::runtime_error(error);
       }
-      const std::string bad = judge(c, tp, got->out(t), tol, run.rank, plan->coords, run.v,
-                                    [&]() -> const block_reference& { return e; });
-      if (!bad.empty()) run.fail(prop, bad);
+      const std::string bad = judge(
+          c, tp, got->out(t), tol, run.rank, plan->coords, run.v,
+          [&]() -> const block_reference& { return e; }, context, shapes[i]);
+      if (!bad.empty()) fails.push_back({prop, bad, i});
     } catch (const std::exception& x) {
       if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
-      run.fail(property::runs, x.what());
+      fails.push_back({property::runs, x.what(), outputs.size()});
     }
+  }
+  // Every rank's shapes, for the failure's text: which ranks' blocks failed, and how.
+  std::vector<shape_record> all_shapes(outputs.size() * static_cast<std::size_t>(p));
+  if (!outputs.empty())
+    par::check_mpi(
+        MPI_Allgather(shapes.data(), static_cast<int>(outputs.size() * shape_fields), MPI_INT,
+                      all_shapes.data(), static_cast<int>(outputs.size() * shape_fields), MPI_INT,
+                      case_comm.native_handle()),
+        "shape exchange");
+  for (pending& f : fails) {
+    if (f.output < outputs.size() && shapes[f.output][0] == 1) {
+      std::vector<shape_record> of(static_cast<std::size_t>(p));
+      for (int q = 0; q < p; ++q)
+        of[static_cast<std::size_t>(q)] =
+            all_shapes[static_cast<std::size_t>(q) * outputs.size() + f.output];
+      bool shifted = false;
+      const std::string ranks = ranks_text(of, p, shifted);
+      const std::string permuted = "shape: permuted, holds rank";
+      if (const std::size_t at = f.message.find(permuted); shifted && at != std::string::npos)
+        f.message.replace(at, permuted.size(),
+                          "shape: shifted (every failing rank holds its neighbour's block), "
+                          "holds rank");
+      f.message += "; " + ranks;
+    }
+    run.fail(f.prop, f.message);
   }
   run.v.check_flops += whole.flops;
   run.v.check_panel_bytes += whole.panel_bytes;

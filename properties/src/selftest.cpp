@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "shardcheck/properties/verdict.hpp"
+
 namespace shardcheck::prop {
 
 namespace {
@@ -28,7 +30,15 @@ struct outcome_of_cell {
   unsigned focused = 0;  // caught only when run with one property
   int cases = 0;
   std::string message, replay;
+  std::map<property, std::string> messages;  // a failure's message per property that gave one
 };
+
+// The message's property ("forward: …" is forward's), or runs.
+property property_of(const std::string& message) {
+  for (const property p : checked_properties)
+    if (message.starts_with(std::string(to_string(p)) + ":")) return p;
+  return property::runs;
+}
 
 bool caught(const outcome_of_cell& r) { return (r.caught | r.focused) != 0; }
 
@@ -85,7 +95,9 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
     if (!rep.passed) {
       r.caught = rep.failure.failed;
       r.message = rep.failure.message;
-      r.replay = replay_command(program, par::run_case::parse(rep.replay), so.mask);
+      r.messages.emplace(property_of(r.message), r.message);
+      r.replay =
+          replay_command(program, par::run_case::parse(rep.replay), so.mask, d.case_timeout());
     }
     // The cell's targeted cases (sizes the generators do not draw), each run once.
     for (const std::string& line : c.targeted) {
@@ -96,12 +108,21 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
       if (v.failed == 0) continue;
       r.caught |= v.failed;
       if (r.message.empty()) r.message = v.message;
-      if (r.replay.empty()) r.replay = replay_command(program, tc, so.mask);
+      r.messages.emplace(property_of(v.message), v.message);
+      if (r.replay.empty()) r.replay = replay_command(program, tc, so.mask, d.case_timeout());
     }
     // An old mutant's own property, if the all-property run's smallest case does not show it.
     for (const property p : expected_of(c.name)) {
       const auto bit = static_cast<unsigned>(p);
-      if ((r.caught & bit) != 0) continue;
+      if ((r.caught & bit) != 0 && r.messages.contains(p)) continue;
+      if ((r.caught & bit) != 0) {  // caught, its message another rank's or property's: its own
+        suite_options focus = so;
+        focus.mask = static_cast<unsigned>(property::runs) | bit;
+        const strategy_report f = d.check(c.name, c.s, focus);
+        r.cases += f.cases;
+        if (!f.passed && (f.failure.failed & bit) != 0) r.messages.emplace(p, f.failure.message);
+        continue;
+      }
       suite_options focus = so;
       focus.seed = o.seed + 1;
       focus.cases = focused_factor * o.cases;
@@ -110,8 +131,10 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
       r.cases += f.cases;
       if (!f.passed && (f.failure.failed & bit) != 0) {
         r.focused |= bit;
+        r.messages.emplace(p, f.failure.message);
         if (r.replay.empty())
-          r.replay = replay_command(program, par::run_case::parse(f.replay), focus.mask);
+          r.replay =
+              replay_command(program, par::run_case::parse(f.replay), focus.mask, d.case_timeout());
       }
       r.acted = r.acted || c.fire_count() > fired_before;
     }
@@ -145,16 +168,30 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
   int status = 0;
   std::fprintf(
       out, "\nthe gate: every defect the mutants have always modelled, caught by its property:\n");
+  // An output's failure (forward, backward) names the shape of its error (verdict.hpp).
+  int shaped = 0, specific = 0, outputs = 0;
   for (const old_mutant& old : old_mutants()) {
     const mutant_cell* c = m.cell(old.cell);
     const outcome_of_cell* r = c != nullptr ? &results[c->name] : nullptr;
     const auto bit = static_cast<unsigned>(old.expected);
     const bool ok = r != nullptr && ((r->caught | r->focused) & bit) != 0;
     if (!ok) status = 1;
-    std::fprintf(out, "  %-28s %-48s %-12s %s\n", std::string(old.old_name).c_str(),
+    std::string shape;
+    if (old.expected == property::forward || old.expected == property::backward) {
+      ++outputs;
+      if (r != nullptr)
+        if (const auto at = r->messages.find(old.expected); at != r->messages.end())
+          shape = shape_named(at->second);
+      shape = shape.empty() ? "(no shape)" : "shape: " + shape;
+      shaped += shape != "(no shape)" ? 1 : 0;
+      specific += shape != "(no shape)" && shape != "shape: other" ? 1 : 0;
+    }
+    std::fprintf(out, "  %-28s %-48s %-12s %-10s %s\n", std::string(old.old_name).c_str(),
                  std::string(old.cell).c_str(), std::string(to_string(old.expected)).c_str(),
-                 ok ? "caught" : "NOT CAUGHT");
+                 ok ? "caught" : "NOT CAUGHT", shape.c_str());
   }
+  std::fprintf(out, "output failures with a shape: %d of %d, %d a specific one (not other)\n",
+               shaped, outputs, specific);
 
   // The cells that acted and were not caught (findings), then those whose fault never acted.
   int caught_cells = 0, acted_cells = 0;
@@ -167,12 +204,15 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
     (r.acted ? missed : idle).push_back(&c);
   }
   std::fprintf(out, "\ncaught: %d of the %d cells whose fault acted\n", caught_cells, acted_cells);
+  char timeout_option[64] = "";
+  if (d.case_timeout() != default_case_timeout)
+    std::snprintf(timeout_option, sizeof timeout_option, " --case-timeout %g", d.case_timeout());
   std::fprintf(out, "\ncells whose fault acted and no property failed (findings):\n");
   for (const mutant_cell* c : missed)
     std::fprintf(
-        out, "  %s in %d cases; replay: %s %s verify --strategy %s --cases %d --seed %llu\n",
+        out, "  %s in %d cases; replay: %s %s verify --strategy %s --cases %d --seed %llu%s\n",
         c->name.c_str(), results[c->name].cases, launch_command(d.ranks()).c_str(), program.c_str(),
-        c->name.c_str(), o.cases, static_cast<unsigned long long>(o.seed));
+        c->name.c_str(), o.cases, static_cast<unsigned long long>(o.seed), timeout_option);
   if (missed.empty()) std::fprintf(out, "  none\n");
   if (!idle.empty()) {
     std::fprintf(out,

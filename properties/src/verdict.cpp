@@ -204,6 +204,7 @@ tolerance tolerance_of(const par::run_case& c, std::span<const par::chain_length
     return tol;
   }
   tol.k_par = chain_of(chains.front(), t);
+  tol.k_red = std::min(reduced_of(chains.front(), t), tol.k_par);
   tol.rigorous = ref::gamma(tol.k_par, tol.type) + ref::gamma(tol.k_ref, tol.type);
   if (tier.lambda > 0)
     tol.statistical = ref::tier_gamma(tol.k_par, tol.type, tier.lambda) +
@@ -845,6 +846,471 @@ std::string describe(const judgement& j, const tolerance& tol, const std::string
   }
   if (!bad.reason.empty()) os << " [" << bad.reason << "]";
   return os.str();
+}
+
+// --- the shape of the error -------------------------------------------------------------------
+
+std::string_view to_string(error_shape s) {
+  switch (s) {
+    case error_shape::none: return "none";
+    case error_shape::nonfinite: return "nonfinite";
+    case error_shape::zero: return "zero";
+    case error_shape::multiple: return "multiple";
+    case error_shape::permuted: return "permuted";
+    case error_shape::shifted: return "shifted";
+    case error_shape::transposed: return "transposed";
+    case error_shape::partial_only: return "partial_only";
+    case error_shape::partial_missing: return "partial_missing";
+    case error_shape::partial_twice: return "partial_twice";
+    case error_shape::narrower: return "narrower";
+    case error_shape::other: return "other";
+  }
+  return "?";
+}
+
+namespace {
+
+// Whether element i of got is within `scale` times the judged bound of a candidate value `cand`
+// (the reference with a shape applied): the judge's own test (bitwise, the bound per unit of mag,
+// or a 16-bit window) with the candidate in place of the reference. NaN fits NaN, Inf the same Inf.
+template <class T>
+struct fit_test {
+  const T* got;
+  const double* mag;  // the bound's magnitudes (a stack's: the bound itself)
+  double factor;      // the bound per unit of mag (a window's factor)
+  double inflate;     // ref::element_bound's inflation for mag's own rounding
+  std::int64_t k_mag;
+  bool bitwise;
+
+  [[nodiscard]] double value(std::size_t i) const {
+    return static_cast<double>(static_cast<wide_t<T>>(got[i]));
+  }
+  [[nodiscard]] bool operator()(std::size_t i, double cand, double scale) const {
+    return within(i, cand, scale, bitwise);
+  }
+  [[nodiscard]] bool within(std::size_t i, double cand, double scale, bool bits) const {
+    const double g = value(i);
+    if (!std::isfinite(g) || !std::isfinite(cand)) {
+      if (std::isnan(g) || std::isnan(cand)) return std::isnan(g) && std::isnan(cand);
+      return g == cand;
+    }
+    if constexpr (is_16bit_v<T>) {
+      if (bits) return g == static_cast<double>(static_cast<float>(ref::round_nearest<T>(cand)));
+      return ref::window_share<T>(got[i], cand, mag[i], factor * scale, k_mag) <= 1.0;
+    } else {
+      if (bits) return g == cand;
+      if (!(inflate > 0.0)) return true;
+      const double bound = mag[i] == 0.0 ? 0.0 : factor * scale * mag[i] / inflate;
+      return std::abs(g - cand) <= bound;
+    }
+  }
+};
+
+// The runs of the set entries of `on`.
+std::vector<par::index_run> runs_of(const std::vector<char>& on) {
+  std::vector<par::index_run> out;
+  for (std::size_t i = 0; i < on.size(); ++i) {
+    if (on[i] == 0) continue;
+    if (!out.empty() && out.back().offset + out.back().length == static_cast<std::int64_t>(i))
+      ++out.back().length;
+    else
+      out.push_back({static_cast<std::int64_t>(i), 1});
+  }
+  return out;
+}
+
+// The shards of [0, ext) in n equal parts: shard s is [ext·s/n, ext·(s+1)/n).
+std::size_t shard_lo(std::size_t ext, std::size_t n, std::size_t s) { return ext * s / n; }
+
+}  // namespace
+
+template <class T>
+diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t rows, std::size_t cols,
+                         const T* got, const wide_t<T>* want, const double* mag,
+                         const double* stat_bound, const diagnosis_context& ctx) {
+  diagnosis d;
+  const std::size_t n = rows * cols;
+  d.elements = static_cast<std::int64_t>(n);
+  const bool stat = statistical && !tol.bitwise;
+  const fit_test<T> fits{got,
+                         stat && stat_bound != nullptr ? stat_bound : mag,
+                         stat ? tol.statistical : tol.rigorous,
+                         1.0 - ref::gamma(tol.k_mag, dtype::f64),
+                         tol.k_mag,
+                         tol.bitwise};
+  const auto r_at = [&](std::size_t i) { return static_cast<double>(want[i]); };
+  std::vector<std::size_t> bad;
+  std::vector<char> bad_row(rows, 0), bad_col(cols, 0);
+  for (std::size_t i = 0; i < n; ++i)
+    if (!fits(i, r_at(i), 1.0)) {
+      bad.push_back(i);
+      bad_row[i / cols] = 1;
+      bad_col[i % cols] = 1;
+    }
+  if (bad.empty()) return d;
+  d.bad = static_cast<std::int64_t>(bad.size());
+  d.rows = runs_of(bad_row);
+  d.cols = runs_of(bad_col);
+  const auto all_bad = [&](const auto& cand, double scale) {
+    for (std::size_t i : bad)
+      if (!fits(i, cand(i), scale)) return false;
+    return true;
+  };
+  const auto done = [&](error_shape s) {
+    d.shape = s;
+    return d;
+  };
+
+  // NaN or Inf where the reference is finite.
+  std::int64_t nans = 0, infs = 0;
+  for (std::size_t i : bad) {
+    const double g = fits.value(i);
+    if (std::isfinite(g) || !std::isfinite(r_at(i))) continue;
+    ++(std::isnan(g) ? nans : infs);
+  }
+  if (nans + infs > 0) {
+    d.detail = std::to_string(nans) + " NaN, " + std::to_string(infs) + " Inf";
+    return done(error_shape::nonfinite);
+  }
+  if (all_bad([](std::size_t) { return 0.0; }, 1.0)) return done(error_shape::zero);
+  for (int k = 2; k <= std::max(ctx.ranks, 2); ++k)
+    if (all_bad([&](std::size_t i) { return k * r_at(i); }, k)) {
+      d.k = k;
+      return done(error_shape::multiple);
+    }
+  // Another rank's block, whole.
+  for (const diagnosis_context::other& o : ctx.others) {
+    if (o.value.size() != n) continue;
+    bool all = true;
+    for (std::size_t i = 0; i < n && all; ++i) all = fits(i, o.value[i], 1.0);
+    if (!all) continue;
+    d.rank = o.rank;
+    if (o.rank < 0) d.detail = "holds " + o.what;
+    return done(error_shape::permuted);
+  }
+  // The block's own shards in another order: along rows (stride cols) or columns (stride 1).
+  std::vector<int> counts{2, 3, 4, 5, 6, 7, 8};
+  counts.insert(counts.end(), ctx.shard_counts.begin(), ctx.shard_counts.end());
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  for (const bool along_rows : {true, false}) {
+    const std::size_t ext = along_rows ? rows : cols, other = along_rows ? cols : rows;
+    const std::vector<char>& bad_on = along_rows ? bad_row : bad_col;
+    const auto at = [&](std::size_t a, std::size_t o) {
+      return along_rows ? a * cols + o : o * cols + a;
+    };
+    // shard s of C equals shard q of R (or is zero: q = −1), element for element
+    const auto holds = [&](std::size_t lo, std::size_t len, std::size_t qlo, bool zero) {
+      for (std::size_t a = 0; a < len; ++a)
+        for (std::size_t o = 0; o < other; ++o)
+          if (!fits(at(lo + a, o), zero ? 0.0 : r_at(at(qlo + a, o)), 1.0)) return false;
+      return true;
+    };
+    // A run of rows or columns reversed: the first to the last out-of-bound one.
+    const auto first =
+        static_cast<std::size_t>(std::find(bad_on.begin(), bad_on.end(), 1) - bad_on.begin());
+    const auto last = static_cast<std::size_t>(
+        ext - 1 -
+        static_cast<std::size_t>(std::find(bad_on.rbegin(), bad_on.rend(), 1) - bad_on.rbegin()));
+    if (last > first) {
+      bool all = true;
+      for (std::size_t a = first; a <= last && all; ++a)
+        for (std::size_t o = 0; o < other && all; ++o)
+          all = fits(at(a, o), r_at(at(first + last - a, o)), 1.0);
+      if (all) {
+        d.detail = std::string(along_rows ? "rows " : "columns ") + std::to_string(first) + "-" +
+                   std::to_string(last) + " reversed";
+        return done(error_shape::permuted);
+      }
+    }
+    // The shardings tried: the ranks' partition (count 0), then n equal shards.
+    std::vector<std::pair<int, std::vector<std::size_t>>> shardings;
+    {
+      std::vector<std::size_t> cuts = along_rows ? ctx.row_cuts : ctx.col_cuts;
+      cuts.push_back(0);
+      cuts.push_back(ext);
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      if (cuts.size() > 2 && cuts.back() == ext) shardings.emplace_back(0, cuts);
+    }
+    for (const int count : counts) {
+      const auto sc = static_cast<std::size_t>(count);
+      if (count < 2 || sc > ext) continue;
+      std::vector<std::size_t> lo;
+      for (std::size_t s = 0; s <= sc; ++s) lo.push_back(shard_lo(ext, sc, s));
+      shardings.emplace_back(count, lo);
+    }
+    for (const std::int64_t size : ctx.shard_sizes) {  // shards of a given size, the last shorter
+      const auto z = static_cast<std::size_t>(size);
+      if (size < 1 || z >= ext || ext / z > 64) continue;
+      std::vector<std::size_t> lo;
+      for (std::size_t at = 0; at < ext; at += z) lo.push_back(at);
+      lo.push_back(ext);
+      shardings.emplace_back(-static_cast<int>(size), lo);
+    }
+    for (const auto& [count, lo] : shardings) {
+      const std::size_t sc = lo.size() - 1;
+      if (count == 0) {  // the ranks' parts in another order, reassembled front to back
+        std::vector<long> order;
+        std::vector<char> used(sc, 0);
+        std::size_t pos = 0;
+        while (pos < ext) {
+          long next = -2;
+          for (std::size_t q = 0; q < sc && next == -2; ++q) {
+            const std::size_t len = lo[q + 1] - lo[q];
+            if (used[q] == 0 && pos + len <= ext && holds(pos, len, lo[q], false))
+              next = static_cast<long>(q);
+          }
+          if (next == -2) break;
+          used[static_cast<std::size_t>(next)] = 1;
+          order.push_back(next);
+          pos += lo[static_cast<std::size_t>(next) + 1] - lo[static_cast<std::size_t>(next)];
+        }
+        bool moved = false;
+        for (std::size_t s = 0; s < order.size(); ++s)
+          moved = moved || order[s] != static_cast<long>(s);
+        if (pos == ext && moved) {
+          bool rotated = order.size() > 1;
+          for (const long step : {1L, -1L}) {
+            bool all = true;
+            const auto n = static_cast<long>(order.size());
+            for (long s = 0; s < n; ++s)
+              all = all && order[static_cast<std::size_t>(s)] == ((s + step) % n + n) % n;
+            if (all) break;
+            if (step == -1) rotated = false;
+          }
+          std::string text;
+          for (const long q : order) text += (text.empty() ? "" : ", ") + std::to_string(q);
+          d.detail = std::string(along_rows ? "row" : "column") +
+                     " parts of the ranks' partition (" + std::to_string(sc) + ", at";
+          for (std::size_t s = 0; s < sc; ++s) d.detail += " " + std::to_string(lo[s]);
+          d.detail += ") in the order " + text;
+          return done(rotated ? error_shape::shifted : error_shape::permuted);
+        }
+      }
+      std::vector<long> from(sc, -2);  // -2: in bound, −1: zero, else the shard it holds
+      bool ok = true, moved = false;
+      for (std::size_t s = 0; s < sc && ok; ++s) {
+        const std::size_t len = lo[s + 1] - lo[s];
+        if (std::find(bad_on.begin() + static_cast<std::ptrdiff_t>(lo[s]),
+                      bad_on.begin() + static_cast<std::ptrdiff_t>(lo[s + 1]),
+                      1) == bad_on.begin() + static_cast<std::ptrdiff_t>(lo[s + 1]))
+          continue;
+        for (std::size_t q = 0; q < sc && from[s] == -2; ++q)
+          if (q != s && lo[q + 1] - lo[q] == len && holds(lo[s], len, lo[q], false))
+            from[s] = static_cast<long>(q);
+        if (from[s] == -2 && holds(lo[s], len, 0, true)) from[s] = -1;
+        ok = from[s] != -2;
+        moved = moved || from[s] >= 0;
+      }
+      if (!ok || !moved) continue;
+      bool back = true, on = true;  // every misplaced shard holds the one before / after it
+      std::string map;
+      for (std::size_t s = 0; s < sc; ++s) {
+        if (from[s] == -2) continue;
+        back = back && (from[s] == -1 || from[s] == static_cast<long>(s) - 1);
+        on = on && (from[s] == -1 || from[s] == static_cast<long>(s) + 1);
+        map += (map.empty() ? "" : ", ") + std::to_string(s) + "←" +
+               (from[s] < 0 ? std::string("zero") : std::to_string(from[s]));
+      }
+      std::string shards;
+      if (count == 0) {
+        shards = "the ranks' partition, " + std::to_string(sc) + " at";
+        for (std::size_t s = 0; s < sc; ++s) shards += " " + std::to_string(lo[s]);
+      } else if (count < 0) {
+        shards = std::to_string(sc) + " of " + std::to_string(-count);
+      } else {
+        shards =
+            std::to_string(count) + " of " + std::to_string(ext / sc) + (ext % sc != 0 ? "+" : "");
+      }
+      d.detail = std::string(along_rows ? "row" : "column") + " shards (" + shards + "): " + map;
+      return done(back || on ? error_shape::shifted : error_shape::permuted);
+    }
+  }
+  if (rows == cols && rows > 1 &&
+      all_bad([&](std::size_t i) { return r_at((i % cols) * cols + i / cols); }, 1.0))
+    return done(error_shape::transposed);
+  // One part's partial sum alone (every part tried first: on two parts, R − P0 is P1 alone),
+  // missing or counted twice.
+  const std::pair<error_shape, double> tries[] = {{error_shape::partial_only, 0.0},
+                                                  {error_shape::partial_missing, -1.0},
+                                                  {error_shape::partial_twice, 1.0}};
+  for (const auto& [shape, sign] : tries)
+    for (const diagnosis_context::part& p : ctx.partials) {
+      if (p.value.size() != n) continue;
+      const auto cand = [&](std::size_t i) {
+        return sign == 0.0 ? p.value[i] : r_at(i) + sign * p.value[i];
+      };
+      if (!all_bad(cand, 1.0)) continue;
+      d.part = p.index;
+      d.parts = p.count;
+      d.rank = p.rank;
+      return done(shape);
+    }
+  // Within the bound recomputed for the chain rounding in a coarser dtype; only where that bound
+  // is below the magnitude itself (a bound of |R|'s size would admit any value of its sign).
+  const double u_base = tol.window ? std::max(ref::unit_roundoff(tol.policy.acc),
+                                              ref::unit_roundoff(tol.policy.reduce))
+                                   : ref::unit_roundoff(tol.type);
+  for (const dtype narrow : {dtype::f32, dtype::f16, dtype::bf16}) {
+    const double u_n = ref::unit_roundoff(narrow);
+    if (u_n <= u_base) continue;
+    // The factor per unit of mag (a stack's and a window's: scaled by the unit roundoffs' ratio).
+    double factor = 0;
+    if (!tol.window && !tol.per_element) {
+      // f32: the whole chain summed in it (inputs rounded: 2 more); f16, bf16: only the inputs
+      // and the reduced partial sums rounded to it (a chain of 16-bit sums admits near anything).
+      const std::int64_t k = tol.k_par > 0 ? tol.k_par : tol.k_ref;
+      const std::int64_t k_narrow = narrow == dtype::f32 ? k + 2 : tol.k_red + 2;
+      factor = ref::gamma(k_narrow, narrow) + ref::gamma(k, tol.type) +
+               (tol.bitwise ? 0.0 : ref::gamma(tol.k_ref, tol.type));
+    } else if (tol.per_element && narrow != dtype::f32) {
+      continue;  // a stack's bound has no chain to take apart
+    } else {
+      factor = fits.factor * u_n / u_base;
+    }
+    if (!(factor < 1.0) || factor <= fits.factor) continue;
+    const double scale = fits.factor > 0 ? factor / fits.factor : 0;
+    bool all = true;
+    for (std::size_t i : bad) {
+      if (fits.factor > 0) {
+        all = fits.within(i, r_at(i), scale, false);
+      } else {  // exact mode: the bound from scratch
+        fit_test<T> f = fits;
+        f.factor = factor;
+        all = f.within(i, r_at(i), 1.0, false);
+      }
+      if (!all) break;
+    }
+    if (!all) continue;
+    d.detail = std::string(to_string(narrow));
+    return done(error_shape::narrower);
+  }
+  return done(error_shape::other);
+}
+
+template diagnosis diagnose_block<float>(const tolerance&, bool, std::size_t, std::size_t,
+                                         const float*, const float*, const double*, const double*,
+                                         const diagnosis_context&);
+template diagnosis diagnose_block<double>(const tolerance&, bool, std::size_t, std::size_t,
+                                          const double*, const double*, const double*,
+                                          const double*, const diagnosis_context&);
+template diagnosis diagnose_block<bfloat16_t>(const tolerance&, bool, std::size_t, std::size_t,
+                                              const bfloat16_t*, const float*, const double*,
+                                              const double*, const diagnosis_context&);
+template diagnosis diagnose_block<half_t>(const tolerance&, bool, std::size_t, std::size_t,
+                                          const half_t*, const float*, const double*, const double*,
+                                          const diagnosis_context&);
+
+diagnosis diagnose(const tolerance& tol, const judgement& j, const any_matrix& got,
+                   const block_reference& want, const diagnosis_context& ctx) {
+  return std::visit(
+      [&](const auto& g) {
+        using T = typename std::decay_t<decltype(g.data)>::value_type;
+        const auto& w = std::get<matrix<wide_t<T>>>(want.value);
+        return diagnose_block<T>(tol, j.statistical, g.rows, g.cols, g.data.data(), w.data.data(),
+                                 want.mag.data(),
+                                 want.stat_bound.empty() ? nullptr : want.stat_bound.data(), ctx);
+      },
+      got);
+}
+
+std::vector<double> values_of(const any_matrix& m) {
+  return std::visit(
+      [](const auto& v) {
+        std::vector<double> out(v.data.size());
+        for (std::size_t i = 0; i < out.size(); ++i)
+          out[i] = static_cast<double>(
+              static_cast<wide_t<typename std::decay_t<decltype(v.data)>::value_type>>(v.data[i]));
+        return out;
+      },
+      m);
+}
+
+namespace {
+
+// "0-7, 12, 14-15" in global indices (runs of local ones mapped through the block's runs), at
+// most four runs.
+std::string global_runs(const std::vector<par::index_run>& local,
+                        const std::vector<par::index_run>& map) {
+  std::vector<par::index_run> global;
+  for (const par::index_run& r : local)
+    for (std::int64_t i = r.offset; i < r.offset + r.length; ++i) {
+      const std::int64_t g = par::global_index(map, i);
+      if (!global.empty() && global.back().offset + global.back().length == g)
+        ++global.back().length;
+      else
+        global.push_back({g, 1});
+    }
+  std::string out;
+  for (std::size_t i = 0; i < global.size(); ++i) {
+    if (i == 4) return out + ", …";
+    out += (i == 0 ? "" : ", ") + std::to_string(global[i].offset);
+    if (global[i].length > 1) out += "-" + std::to_string(global[i].offset + global[i].length - 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string describe(const diagnosis& d, const par::block& b) {
+  if (d.shape == error_shape::none) return {};
+  std::string what;
+  const std::string part =
+      d.rank >= 0 ? "P" + std::to_string(d.rank) + " (rank " + std::to_string(d.rank) +
+                        "'s partial sum, over its share of the inner dimension)"
+                  : "P" + std::to_string(d.part) + " (the sum over part " + std::to_string(d.part) +
+                        " of " + std::to_string(d.parts) + " equal parts of the inner dimension)";
+  switch (d.shape) {
+    case error_shape::nonfinite:
+      what = "NaN or Inf where the reference is finite (" + d.detail + ")";
+      break;
+    case error_shape::zero:
+      what = "0 where out of bound (a block dropped or left untouched)";
+      break;
+    case error_shape::multiple:
+      what = std::to_string(d.k) + "·reference where out of bound (a sum counted " +
+             std::to_string(d.k) + " times)";
+      break;
+    case error_shape::permuted:
+    case error_shape::shifted:
+      if (d.rank >= 0)
+        what = "holds rank " + std::to_string(d.rank) + "'s block";
+      else if (d.shape == error_shape::shifted)
+        what = d.detail + " (shifted by one shard)";
+      else if (d.detail.find("←") != std::string::npos)
+        what = d.detail + " (shard ← the shard it holds)";
+      else
+        what = d.detail;
+      break;
+    case error_shape::transposed: what = "the reference transposed"; break;
+    case error_shape::partial_only:
+      what = part + " alone: the other parts' partial sums missing (a reduction skipped)";
+      break;
+    case error_shape::partial_missing:
+      what = "reference − " + part + ": that part's partial sum missing";
+      break;
+    case error_shape::partial_twice:
+      what = "reference + " + part + ": that part's partial sum counted twice";
+      break;
+    case error_shape::narrower:
+      what = "within the bound of a chain rounded in " + d.detail +
+             " (partial sums or inputs rounded to " + d.detail + ")";
+      break;
+    case error_shape::other:
+    case error_shape::none: what = "none of the known shapes fits"; break;
+  }
+  return "shape: " + std::string(to_string(d.shape)) + ", " + what +
+         "; out of bound: " + std::to_string(d.bad) + " of " + std::to_string(d.elements) +
+         " elements, rows " + global_runs(d.rows, par::runs_of_rows(b)) + ", columns " +
+         global_runs(d.cols, par::runs_of_cols(b));
+}
+
+std::string shape_named(std::string_view message) {
+  const std::size_t at = message.find("; shape: ");
+  if (at == std::string_view::npos) return {};
+  const std::size_t from = at + 9, end = message.find_first_of(", ;(", from);
+  return std::string(message.substr(from, end == std::string_view::npos ? end : end - from));
 }
 
 // --- shares against the oracle ----------------------------------------------------------------

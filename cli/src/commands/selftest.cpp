@@ -14,7 +14,7 @@ namespace {
 
 struct selftest_options {
   prop::selftest_options opts;
-  double timeout = 120;
+  double timeout = prop::default_case_timeout;
 };
 
 int do_selftest(const catalogue& cat, const prop::selftest_options& o, double timeout,

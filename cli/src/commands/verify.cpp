@@ -117,8 +117,8 @@ void warn_if_unmeasured(unsigned mask) {
 
 // A failing case as the result files keep it: `c` null when RapidCheck could not run at all.
 results::failure_record record_of(std::string source, int line, const prop::case_verdict& v,
-                                  const par::run_case* c, const std::string& program,
-                                  unsigned mask) {
+                                  const par::run_case* c, const std::string& program, unsigned mask,
+                                  double case_timeout) {
   results::failure_record f;
   f.source = std::move(source);
   f.line = line;
@@ -127,7 +127,7 @@ results::failure_record record_of(std::string source, int line, const prop::case
   if (f.failed == 0) f.failed = static_cast<unsigned>(prop::property::runs);
   if (c != nullptr) {
     f.case_line = c->to_string();
-    f.replay = prop::replay_command(program, *c, mask);
+    f.replay = prop::replay_command(program, *c, mask, case_timeout);
   }
   return f;
 }
@@ -196,7 +196,7 @@ struct verify_options {
   std::uint64_t seed = 1;
   std::string replay;
   std::string properties = "all";
-  double case_timeout = 120;
+  double case_timeout = prop::default_case_timeout;
   bool quiet = false;
   std::string backend;              // empty: drawn per case
   int p = 0;                        // 0: drawn per case
@@ -285,8 +285,8 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
 // Leader: one replayed case's verdict printed; returns its failure record, if it failed.
 std::optional<results::failure_record> print_case_verdict(const par::run_case& c,
                                                           const prop::case_verdict& v, int line,
-                                                          unsigned mask,
-                                                          const std::string& program) {
+                                                          unsigned mask, const std::string& program,
+                                                          double case_timeout) {
   std::printf("case: %s\n", c.to_string().c_str());
   if (v.failed == 0) {
     std::printf("PASS (%s; worst error %.2f·u·mag, peak %s / bound %s)\n",
@@ -309,7 +309,7 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
                   prop::properties_to_string(v.not_measured).c_str());
     return std::nullopt;
   }
-  results::failure_record f = record_of("replay", line, v, &c, program, mask);
+  results::failure_record f = record_of("replay", line, v, &c, program, mask, case_timeout);
   std::fputs(failure_text(c.strategy, f).c_str(), stdout);
   return f;
 }
@@ -473,7 +473,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
     ++done;
     prop::last_words::finished(std::to_string(done) + " of " + std::to_string(plan.cases.size()) +
                                " cases finished (their verdicts are above)\n");
-    if (auto f = print_case_verdict(pc.c, v, pc.line, mask, program)) {
+    if (auto f = print_case_verdict(pc.c, v, pc.line, mask, program, d.case_timeout())) {
       it->failures.push_back(std::move(*f));
       status = 1;
       ++failed;
@@ -519,7 +519,8 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
       res.add(v);
       ++replayed;
       if (v.failed != 0) {
-        res.failures.push_back(record_of("corpus", pc.line, v, &pc.c, program, so.mask));
+        res.failures.push_back(
+            record_of("corpus", pc.line, v, &pc.c, program, so.mask, d.case_timeout()));
         ++replay_failed;
       }
     }
@@ -543,8 +544,8 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     if (!r.passed) {
       std::optional<par::run_case> c;
       if (!r.replay.empty()) c = par::run_case::parse(r.replay);
-      res.failures.push_back(
-          record_of("generated", 0, r.failure, c ? &*c : nullptr, program, so.mask));
+      res.failures.push_back(record_of("generated", 0, r.failure, c ? &*c : nullptr, program,
+                                       so.mask, d.case_timeout()));
       if (!o.corpus.empty() && c && corpus_plan.known.insert(r.replay).second) {
         try {
           corpus::append(o.corpus, {r.replay});

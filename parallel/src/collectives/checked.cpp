@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "collectives/native.hpp"
 #include "shardcheck/parallel/comm.hpp"
@@ -46,12 +48,72 @@ void compare_fingerprint(MPI_Comm comm, std::uint64_t sequence, collective kind,
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, comm), "fingerprint");
   }
   if (both[0] == -both[1]) return;
-  int size = 0;
+  // Every rank saw the mismatch: each one's call at this index, for the message.
+  int size = 0, me = 0;
   MPI_Comm_size(comm, &size);
-  throw mpi_error("collective mismatch: the ranks of a communicator of size " +
-                  std::to_string(size) + " disagree at collective #" + std::to_string(sequence) +
-                  " (this rank: " + std::string(to_string(kind)) + ", count " +
-                  std::to_string(count) + ", root " + std::to_string(root) + ")");
+  MPI_Comm_rank(comm, &me);
+  const long long call_of_mine[4] = {static_cast<long long>(kind), static_cast<long long>(count),
+                                     root, static_cast<long long>(elem_bytes)};
+  std::vector<long long> calls(4 * static_cast<std::size_t>(size));
+  {
+    const mem::mpi_heap in_mpi;
+    check_mpi(MPI_Allgather(call_of_mine, 4, MPI_LONG_LONG, calls.data(), 4, MPI_LONG_LONG, comm),
+              "fingerprint");
+  }
+  throw mpi_error(collective_mismatch_text(calls, sequence, me));
+}
+
+std::string collective_mismatch_text(const std::vector<long long>& calls, std::uint64_t sequence,
+                                     int me) {
+  const std::size_t size = calls.size() / 4;
+  const auto call_at = [&](std::size_t r) { return calls.data() + 4 * r; };
+  const auto same = [&](std::size_t a, std::size_t b) {
+    return std::equal(call_at(a), call_at(a) + 4, call_at(b));
+  };
+  bool sizes_differ = false;
+  for (std::size_t r = 1; r < size; ++r) sizes_differ |= call_at(r)[3] != call_at(0)[3];
+  // The call most ranks made (the first such on a tie); a tie has no majority.
+  std::size_t most = 0, most_n = 0;
+  bool tie = false;
+  for (std::size_t r = 0; r < size; ++r) {
+    std::size_t n = 0;
+    for (std::size_t q = 0; q < size; ++q) n += same(r, q) ? 1 : 0;
+    if (n > most_n) {
+      most = r;
+      most_n = n;
+      tie = false;
+    } else if (n == most_n && !same(r, most)) {
+      tie = true;
+    }
+  }
+  std::string out = "collective mismatch: the ranks of a communicator of size " +
+                    std::to_string(size) + " disagree at collective #" + std::to_string(sequence) +
+                    ":";
+  // The ranks making each distinct call, in rank order of their first.
+  std::vector<char> told(size, 0);
+  for (std::size_t r = 0; r < size; ++r) {
+    if (told[r] != 0) continue;
+    std::string ranks;
+    int n = 0;
+    for (std::size_t q = r; q < size; ++q)
+      if (same(r, q)) {
+        told[q] = 1;
+        ranks += (n++ == 0 ? "" : ", ") + std::to_string(q);
+      }
+    const long long* c = call_at(r);
+    out += std::string(r == 0 ? " " : "; ") + (n > 1 ? "ranks " : "rank ") + ranks + " " +
+           std::string(to_string(static_cast<collective>(c[0]))) + ", count " +
+           std::to_string(c[1]);
+    if (c[2] >= 0) out += ", root " + std::to_string(c[2]);
+    if (sizes_differ) out += ", " + std::to_string(c[3]) + "-byte elements";
+  }
+  std::string behind;
+  for (std::size_t r = 0; r < size && !tie; ++r)
+    if (!same(r, most)) behind += (behind.empty() ? "" : ", ") + std::to_string(r);
+  out += tie ? " (no call most ranks made: any of them may be out of step)"
+             : "; out of step: rank" +
+                   std::string(behind.find(',') != std::string::npos ? "s " : " ") + behind;
+  return out + " (this rank: " + std::to_string(me) + ")";
 }
 
 void checked_collectives::fingerprint(const call& c) {

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -195,9 +196,17 @@ void validate(const call& c, int rank, int size);
 // barrier has no element size, only a broadcast a root) across the ranks of comm with one
 // MPI_Allreduce, MAX of (h, −h): equal everywhere iff max h = −max(−h). Throws mpi_error
 // ("collective mismatch: …") on every rank when they disagree. The checking layer and the raw-MPI
-// wrappers (pmpi.hpp) both call it. \note collective over comm.
+// wrappers (pmpi.hpp) both call it; on a mismatch it gathers every rank's call for the message
+// (collective_mismatch_text). \note collective over comm.
 void compare_fingerprint(MPI_Comm comm, std::uint64_t sequence, collective kind,
                          std::size_t elem_bytes, std::int64_t count, int root);
+// The message of a mismatch at collective #sequence from every rank's call there (calls: 4 per
+// rank — kind, count, root (−1: none), element bytes), the ranks making the same call grouped
+// and those whose call differs from the one most ranks made named: "collective mismatch: the
+// ranks of a communicator of size 3 disagree at collective #0: rank 0 all_reduce, count 2;
+// ranks 1, 2 all_reduce, count 1; out of step: rank 0 (this rank: 1)".
+[[nodiscard]] std::string collective_mismatch_text(const std::vector<long long>& calls,
+                                                   std::uint64_t sequence, int me);
 
 // The checking layer: before each collective compares a fingerprint (sequence number, kind,
 // element size, count, root) across the ranks, so that mismatched collectives fail on every rank

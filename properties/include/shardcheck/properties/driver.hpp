@@ -79,6 +79,7 @@ struct strategy_report {
 
 class driver {
  public:
+  [[nodiscard]] double case_timeout() const { return timeout_; }
   // Finds what a case line's `strategy=` names: a kernel or a mutant; nullptr if unknown.
   using lookup = std::function<const subject*(std::string_view)>;
   // \note collective over world: builds a sub-communicator for every worker count.
@@ -130,6 +131,8 @@ class driver {
   std::string case_log_path_;
 };
 
+// The watchdog's limit on one case, in seconds, unless --case-timeout says otherwise.
+inline constexpr double default_case_timeout = 120;
 // How this build's MPI launches `ranks` processes, as a replay line starts: Open MPI's
 // `mpirun -n 2 --oversubscribe`; MPICH's hydra oversubscribes without a flag: `mpiexec -n 2`.
 [[nodiscard]] std::string launch_command(int ranks);
@@ -139,8 +142,11 @@ class driver {
 // for its ranks), e.g.
 //   mpirun -n 2 --oversubscribe --mca coll_tuned_allreduce_algorithm 4 build/cli/shardcheck verify
 //     --replay 'strategy=row_parallel p=2 M=1 N=1 K=2 …'
+// and with the other options that decide its verdict: `--property` unless all, `--case-timeout`
+// unless the default (a case the watchdog ended at 5 s may pass at 120).
 [[nodiscard]] std::string replay_command(std::string_view program, const par::run_case& c,
-                                         unsigned mask = all_properties);
+                                         unsigned mask = all_properties,
+                                         double case_timeout = default_case_timeout);
 // Arguments quoted for a POSIX shell: shell_quoted("a b") == "'a b'", shell_quoted("4") == "4",
 // shell_quoted("it's") == "'it'\\''s'".
 [[nodiscard]] std::string shell_quoted(std::string_view s);

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -271,6 +272,102 @@ template <class T>
 // …, bound … (k_par=33, k_ref=64), error = 1.4e+03·u·mag [value]". `where` names the element.
 [[nodiscard]] std::string describe(const judgement& j, const tolerance& tol,
                                    const std::string& where);
+
+// --- the shape of the error (on failure only) ---------------------------------------------------
+
+// What a failing block's difference between the kernel's output C and the reference R looks like,
+// tried in this order on the block's out-of-bound elements (each out of the judge's bound: the
+// rigorous tier's, or the statistical one's when only that failed). A shape "fits" when C, after
+// the shape is applied to R, is within the same bound on every element the shape covers — never a
+// fixed epsilon (exact mode: bit for bit):
+//   nonfinite         NaN or Inf in C where R is finite;
+//   zero              C = 0 on the out-of-bound elements (a block left untouched or dropped);
+//   multiple          C = k·R there, 2 ≤ k ≤ max(p, 2), within k times the bound (a reduction
+//                     counted k times);
+//   permuted          C holds another rank's block (C = R_q on the whole block), or the block's row
+//                     or column shards (n equal parts, n from the case's mesh and 2…8) in another
+//                     order, or a run of its rows or columns reversed;
+//   shifted           as permuted, every misplaced shard one shard on in the same direction (the
+//                     harness: every failing rank holding its neighbour's block);
+//   transposed        C = Rᵀ (a square block);
+//   partial_only      C = P_r: only part r of the inner dimension summed (a reduction skipped or
+//                     stopped early), P_r the reference over the r-th of n equal parts;
+//   partial_missing   C = R − P_r;  partial_twice  C = R + P_r;
+//   narrower          within the bound recomputed with a coarser dtype: f32 for the kernel's
+//                     whole chain, f16 / bf16 for its inputs and reduced partial sums only (a
+//                     16-bit window's and a stack's: the factor scaled by the unit roundoffs);
+//   other             none of these.
+enum class error_shape : int {
+  none,
+  nonfinite,
+  zero,
+  multiple,
+  permuted,
+  shifted,
+  transposed,
+  partial_only,
+  partial_missing,
+  partial_twice,
+  narrower,
+  other
+};
+[[nodiscard]] std::string_view to_string(error_shape s);
+
+// What a diagnosis may compare a failing block with besides its reference (all laid out as it).
+struct diagnosis_context {
+  int ranks = 1;                          // p: the largest multiple tried
+  std::vector<int> shard_counts;          // shard counts tried besides 2…8 (the mesh's axes)
+  std::vector<std::int64_t> shard_sizes;  // shards of these sizes (the case's parameters)
+  // P of part `index` of `count` parts of the inner dimension (the reference summed there):
+  // rank `rank`'s share of it, or (rank −1) the index-th of `count` equal parts.
+  struct part {
+    int count = 0, index = 0, rank = -1;
+    std::vector<double> value;
+  };
+  std::vector<part> partials;
+  // Local rows (columns) of the block where a rank's part of that dimension starts or ends: the
+  // ranks' partition, tried as shards before the equal ones.
+  std::vector<std::size_t> row_cuts, col_cuts;
+  // The reference of another rank's block of the same shape (rank ≥ 0), or of the block moved
+  // elsewhere in its output (rank −1, `what` says where: "the reference's rows 17-33").
+  struct other {
+    int rank = 0;
+    std::vector<double> value;
+    std::string what;
+  };
+  std::vector<other> others;
+};
+
+// The diagnosis of a failing block: its out-of-bound elements (local rows and columns holding
+// them, as runs) and the first shape that fits.
+struct diagnosis {
+  error_shape shape = error_shape::none;
+  std::int64_t bad = 0, elements = 0;
+  std::vector<par::index_run> rows, cols;  // local indices
+  int k = 0;                               // multiple: C = k·R
+  int part = -1, parts = 0;                // partial_*: P_part of `parts`
+  int rank = -1;  // permuted / shifted across ranks: whose block C holds; partial_*: whose share
+  std::string detail;  // the shards' order, the coarser dtype, …
+};
+
+// Diagnoses got against want (as judge_block takes them) with the tier that failed (`statistical`:
+// the statistical bound, stat_bound a stack's). An empty diagnosis (shape none) when every element
+// is within the bound. \note runs only on failure: it costs up to ~40 passes over the block.
+template <class T>
+[[nodiscard]] diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t rows,
+                                       std::size_t cols, const T* got, const wide_t<T>* want,
+                                       const double* mag, const double* stat_bound,
+                                       const diagnosis_context& ctx);
+[[nodiscard]] diagnosis diagnose(const tolerance& tol, const judgement& j,
+                                 const par::any_matrix& got, const block_reference& want,
+                                 const diagnosis_context& ctx);
+// The values of a reference as doubles (for diagnosis_context).
+[[nodiscard]] std::vector<double> values_of(const par::any_matrix& m);
+
+// "zero: 0 where out of bound (16 of 64 elements: rows 0-7, columns 8-9)", in b's global indices.
+[[nodiscard]] std::string describe(const diagnosis& d, const par::block& b);
+// The shape a failure's message names ("forward: Y[…] …; shape: zero, …" names "zero"), or "".
+[[nodiscard]] std::string shape_named(std::string_view message);
 
 // --- shares against the oracle (audit) --------------------------------------------------------
 
