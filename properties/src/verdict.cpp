@@ -1245,8 +1245,12 @@ std::string global_runs(const std::vector<par::index_run>& local,
   std::string out;
   for (std::size_t i = 0; i < global.size(); ++i) {
     if (i == 4) return out + ", …";
-    out += (i == 0 ? "" : ", ") + std::to_string(global[i].offset);
-    if (global[i].length > 1) out += "-" + std::to_string(global[i].offset + global[i].length - 1);
+    if (i > 0) out += ", ";
+    out += std::to_string(global[i].offset);
+    if (global[i].length > 1) {
+      out += '-';
+      out += std::to_string(global[i].offset + global[i].length - 1);
+    }
   }
   return out;
 }
