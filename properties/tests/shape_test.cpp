@@ -63,7 +63,8 @@ diagnosis run(const std::vector<double>& c, const reference_parts& x) {
 TEST(ErrorShape, WithinTheBoundIsNoShape) {
   const reference_parts x = parts();
   std::vector<double> c = x.r;
-  c[5] += 1e-15;  // far within (γ_33 + γ_64)·mag ≈ 1e-14·mag
+  // Half of element 5's own bound, (γ_33 + γ_64)·mag: within it.
+  c[5] += 0.5 * f64_tolerance().rigorous * x.mag[5];
   const diagnosis d = run(c, x);
   EXPECT_EQ(d.shape, error_shape::none);
   EXPECT_EQ(d.bad, 0);
