@@ -5,7 +5,8 @@
 # ranks, then the raw-MPI outside kernel (examples/outside_kernel) built against that tree's
 # installed package and run through its ctest (label example). Called by ci/test.sh. The
 # system's default MPI is left as it is. SHARDCHECK_MPICH_BUILD names the tree (default:
-# <build>-mpich).
+# <build>-mpich). `ci/mpich.sh --build-only` builds the tree and stops (ci/test.sh builds it while
+# the tests run).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 build=${SHARDCHECK_MPICH_BUILD:-$SHARDCHECK_BUILD-mpich}
@@ -14,6 +15,7 @@ mpich=(-DMPI_C_COMPILER=/usr/bin/mpicc.mpich -DMPI_CXX_COMPILER=/usr/bin/mpicxx.
 cmake -S "$SHARDCHECK_ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDCHECK_WERROR=ON \
   -DSHARDCHECK_BUILD_TESTS=OFF -DSHARDCHECK_BUILD_BENCH=OFF "${mpich[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
+if [ "${1:-}" = --build-only ]; then exit 0; fi
 if ! ldd "$build/cli/shardcheck" | grep libmpich >/dev/null; then
   echo "ci/mpich.sh: $build/cli/shardcheck is not linked against MPICH" >&2
   exit 1

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "shardcheck/parallel/ledger.hpp"
 #include "shardcheck/parallel/matrix.hpp"
 #include "shardcheck/parallel/memory.hpp"
 
@@ -114,3 +115,25 @@ TEST(peak_scope, asan_sees_the_byte_past_every_block) {
   EXPECT_TRUE(__asan_address_is_poisoned(aligned - 1));
 }
 #endif
+
+// The ledger's storage is MPI's wherever it grows. The harness builds the ledger before a case's
+// measured scope; a phase that records more calls than the ledger reserved, first from inside a
+// recorded MPI call (as the MPI_* wrappers do), then from shardcheck's own code, must leave the
+// kernel's peak its own bytes alone. When the reserved block was the kernel's, outgrowing it
+// inside a call gave its bytes back to the kernel's meter and read the peak up to 14,336 B low.
+TEST(peak_scope, ledger_storage_is_never_the_kernels) {
+  par::ledger ledger;
+  mem::peak_scope scope;
+  std::vector<char> first(1000);
+  escaped = first.data();
+  {
+    const mem::mpi_heap inside_a_recorded_call;
+    for (int i = 0; i < 300; ++i) ledger.record(par::send_entry(8, 1, 8), 0);
+  }
+  for (int i = 0; i < 700; ++i) ledger.record(par::send_entry(8, 1, 8), 0);
+  std::vector<char> second(500);
+  escaped = second.data();
+  EXPECT_EQ(ledger.entries().size(), 1000u);
+  EXPECT_EQ(scope.peak(), 1500u);
+  EXPECT_GE(scope.mpi_peak(), 1000 * sizeof(par::ledger_entry));
+}
