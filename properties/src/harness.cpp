@@ -160,7 +160,8 @@ std::string ranks_text(const std::vector<shape_record>& all, int p, bool& shifte
     }
     out += (out.empty() ? "" : ", ") + std::to_string(q) + " (" + std::string(to_string(shape));
     if (shape == error_shape::permuted && r[2] >= 0) out += ": rank " + std::to_string(r[2]) + "'s";
-    if (shape == error_shape::multiple) out += " ×" + std::to_string(r[3]);
+    if (shape == error_shape::multiple)
+      out += r[3] > 0 ? " ×" + std::to_string(r[3]) : " ÷" + std::to_string(-r[3]);
     if (r[4] >= 0 && r[2] >= 0) out += ": rank " + std::to_string(r[2]) + "'s";
     if (r[4] >= 0 && r[2] < 0)
       out += ": part " + std::to_string(r[4]) + " of " + std::to_string(r[5]);

@@ -978,6 +978,11 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
       d.k = k;
       return done(error_shape::multiple);
     }
+  for (int k = 2; k <= std::max(ctx.ranks, 2); ++k)
+    if (all_bad([&](std::size_t i) { return r_at(i) / k; }, 1.0)) {
+      d.k = -k;
+      return done(error_shape::multiple);
+    }
   // Another rank's block, whole.
   for (const diagnosis_context::other& o : ctx.others) {
     if (o.value.size() != n) continue;
@@ -1104,12 +1109,18 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
         moved = moved || from[s] >= 0;
       }
       if (!ok || !moved) continue;
-      bool back = true, on = true;  // every misplaced shard holds the one before / after it
+      // Every misplaced shard holds the one `step` before or after it (a pipeline lagging by
+      // `step` micro-batches, a ring short by one), those with nothing to hold zero.
+      long step = 0;
+      bool rotated = true;
       std::string map;
       for (std::size_t s = 0; s < sc; ++s) {
         if (from[s] == -2) continue;
-        back = back && (from[s] == -1 || from[s] == static_cast<long>(s) - 1);
-        on = on && (from[s] == -1 || from[s] == static_cast<long>(s) + 1);
+        if (from[s] >= 0) {
+          const long by = from[s] - static_cast<long>(s);
+          rotated = rotated && (step == 0 || by == step);
+          step = by;
+        }
         map += (map.empty() ? "" : ", ") + std::to_string(s) + "←" +
                (from[s] < 0 ? std::string("zero") : std::to_string(from[s]));
       }
@@ -1124,7 +1135,8 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
             std::to_string(count) + " of " + std::to_string(ext / sc) + (ext % sc != 0 ? "+" : "");
       }
       d.detail = std::string(along_rows ? "row" : "column") + " shards (" + shards + "): " + map;
-      return done(back || on ? error_shape::shifted : error_shape::permuted);
+      if (rotated) d.k = static_cast<int>(step < 0 ? -step : step);
+      return done(rotated ? error_shape::shifted : error_shape::permuted);
     }
   }
   if (rows == cols && rows > 1 &&
@@ -1273,15 +1285,19 @@ std::string describe(const diagnosis& d, const par::block& b) {
       what = "0 where out of bound (a block dropped or left untouched)";
       break;
     case error_shape::multiple:
-      what = std::to_string(d.k) + "·reference where out of bound (a sum counted " +
-             std::to_string(d.k) + " times)";
+      what = d.k > 0
+                 ? std::to_string(d.k) + "·reference where out of bound (a sum counted " +
+                       std::to_string(d.k) + " times)"
+                 : "reference/" + std::to_string(-d.k) + " where out of bound (a sum divided by " +
+                       std::to_string(-d.k) + ": averaged over the wrong group?)";
       break;
     case error_shape::permuted:
     case error_shape::shifted:
       if (d.rank >= 0)
         what = "holds rank " + std::to_string(d.rank) + "'s block";
       else if (d.shape == error_shape::shifted)
-        what = d.detail + " (shifted by one shard)";
+        what = d.detail + (d.k > 1 ? " (shifted by " + std::to_string(d.k) + " shards)"
+                                   : std::string(" (shifted by one shard)"));
       else if (d.detail.find("←") != std::string::npos)
         what = d.detail + " (shard ← the shard it holds)";
       else

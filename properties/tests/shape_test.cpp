@@ -92,6 +92,17 @@ TEST(ErrorShape, Multiple) {
   EXPECT_EQ(d.k, 2);
 }
 
+// A sum divided by k (dW averaged over the whole world instead of its data-parallel group).
+TEST(ErrorShape, Divided) {
+  const reference_parts x = parts();
+  std::vector<double> c = x.r;
+  for (double& v : c) v /= 2;
+  const diagnosis d = run(c, x);
+  EXPECT_EQ(d.shape, error_shape::multiple);
+  EXPECT_EQ(d.k, -2);
+  EXPECT_NE(describe(d, par::block{0, rows, 0, cols}).find("reference/2"), std::string::npos);
+}
+
 TEST(ErrorShape, AnotherRanksBlock) {
   const reference_parts x = parts();
   const diagnosis d = run(x.other, x);
@@ -163,6 +174,19 @@ TEST(ErrorShape, ShiftedByOneShard) {
   const diagnosis d = run(c, x);
   EXPECT_EQ(d.shape, error_shape::shifted);
   EXPECT_EQ(d.detail, "row shards (4 of 2): 0←zero, 1←0, 2←1, 3←2");
+}
+
+// A pipeline lagging by three micro-batches of one row: each row holds the one three before it.
+TEST(ErrorShape, ShiftedByThreeShards) {
+  const reference_parts x = parts();
+  std::vector<double> c(n, 0.0);
+  for (std::size_t i = 3; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) c[i * cols + j] = x.r[(i - 3) * cols + j];
+  const diagnosis d = run(c, x);
+  EXPECT_EQ(d.shape, error_shape::shifted);
+  EXPECT_EQ(d.k, 3);
+  EXPECT_NE(describe(d, par::block{0, rows, 0, cols}).find("(shifted by 3 shards)"),
+            std::string::npos);
 }
 
 TEST(ErrorShape, Transposed) {

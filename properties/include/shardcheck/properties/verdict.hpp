@@ -283,12 +283,13 @@ template <class T>
 //   nonfinite         NaN or Inf in C where R is finite;
 //   zero              C = 0 on the out-of-bound elements (a block left untouched or dropped);
 //   multiple          C = k·R there, 2 ≤ k ≤ max(p, 2), within k times the bound (a reduction
-//                     counted k times);
+//                     counted k times), or C = R/k within the bound (a sum divided by k: an
+//                     average over the wrong group, a scale applied twice);
 //   permuted          C holds another rank's block (C = R_q on the whole block), or the block's row
 //                     or column shards (n equal parts, n from the case's mesh and 2…8) in another
 //                     order, or a run of its rows or columns reversed;
-//   shifted           as permuted, every misplaced shard one shard on in the same direction (the
-//                     harness: every failing rank holding its neighbour's block);
+//   shifted           as permuted, every misplaced shard the same number of shards on in the same
+//                     direction (the harness: every failing rank holding its neighbour's block);
 //   transposed        C = Rᵀ (a square block);
 //   partial_only      C = P_r: only part r of the inner dimension summed (a reduction skipped or
 //                     stopped early), P_r the reference over the r-th of n equal parts;
@@ -344,8 +345,8 @@ struct diagnosis {
   error_shape shape = error_shape::none;
   std::int64_t bad = 0, elements = 0;
   std::vector<par::index_run> rows, cols;  // local indices
-  int k = 0;                               // multiple: C = k·R
-  int part = -1, parts = 0;                // partial_*: P_part of `parts`
+  int k = 0;  // multiple: C = k·R, or C = R/|k| when k < 0; shifted (shards): by k shards
+  int part = -1, parts = 0;  // partial_*: P_part of `parts`
   int rank = -1;  // permuted / shifted across ranks: whose block C holds; partial_*: whose share
   std::string detail;  // the shards' order, the coarser dtype, …
 };
