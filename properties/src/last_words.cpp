@@ -22,6 +22,9 @@ namespace {
 constexpr std::size_t line_capacity = (128 << 10) + 4096;
 char line_buffer[line_capacity];
 std::atomic<std::size_t> line_length{0};
+// The command that shrinks the case in fresh jobs (shrink_command), printed after the replay line.
+char shrink_buffer[line_capacity];
+std::atomic<std::size_t> shrink_length{0};
 // What a command outside any case is doing (doing()), for the crash handler.
 constexpr std::size_t doing_capacity = 4096;
 char doing_buffer[doing_capacity];
@@ -82,6 +85,11 @@ extern "C" void on_crash(int sig) {
     say(") while running a case\nreplay: ");
     say(line_buffer, n);
     say("\n");
+    if (const std::size_t m = shrink_length.load(); m > 0) {
+      say("shrink: ");
+      say(shrink_buffer, m);
+      say("\n");
+    }
   }
   // The stack, for the report of a crash outside any case (or inside shardcheck's own code):
   // backtrace_symbols_fd writes without allocating; backtrace() was called once at install, so
@@ -104,6 +112,8 @@ void on_mpi_abort(MPI_Comm, int code) {
     text += " outside any case\n";
   else
     text += " while running a case\nreplay: " + std::string(line_buffer, n) + "\n";
+  if (const std::size_t m = shrink_length.load(); n > 0 && m > 0)
+    text += "shrink: " + std::string(shrink_buffer, m) + "\n";
   say(text.data(), text.size());
   if (abort_writer) {
     try {
@@ -180,11 +190,15 @@ void install(int rank, bool leader) {
   });
 }
 
-void running(const std::string& replay) {
+void running(const std::string& replay, const std::string& shrink) {
   line_length.store(0);
+  shrink_length.store(0);
   const std::size_t n = std::min(replay.size(), line_capacity);
   std::memcpy(line_buffer, replay.data(), n);
   line_length.store(n);
+  const std::size_t m = std::min(shrink.size(), line_capacity);
+  std::memcpy(shrink_buffer, shrink.data(), m);
+  shrink_length.store(m);
   if (speaks) {
     std::lock_guard lock(state);
     running_line = replay;
@@ -193,6 +207,7 @@ void running(const std::string& replay) {
 
 void idle() {
   line_length.store(0);
+  shrink_length.store(0);
   if (speaks) {
     std::lock_guard lock(state);
     running_line.clear();
