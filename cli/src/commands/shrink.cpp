@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -233,8 +233,11 @@ int do_shrink(const catalogue& cat, const shrink_options& o, const std::string& 
 
   std::string last_words = first.first_line;
   int run = 0;
+  // A candidate met again from a later case (p=1 tried from p=4, then from p=3) is judged once.
+  std::map<std::string, bool> judged;
   const prop::local_minimum m = prop::shrink_to_local_minimum(
       c, k, {}, {o.max_runs, o.max_seconds}, [&](const par::run_case& d) {
+        if (const auto it = judged.find(d.to_string()); it != judged.end()) return it->second;
         const outcome r = job(d);
         ++run;
         const bool kept = !r.timed_out && r.code == target;
@@ -247,10 +250,11 @@ int do_shrink(const catalogue& cat, const shrink_options& o, const std::string& 
           remember(d.to_string());
           last_words = r.first_line;
         }
+        judged.emplace(d.to_string(), kept);
         return kept;
       });
-  std::printf("smallest case whose job ends with exit %d (%s), after %d runs (%s):\n", target,
-              meaning(target).c_str(), m.runs,
+  std::printf("smallest case whose job ends with exit %d (%s), after %d jobs (%s):\n", target,
+              meaning(target).c_str(), run + 1,
               m.reached ? "a local minimum: no one simplification of it does"
                         : "the budget ran out first: --max-runs, --max-seconds");
   if (!last_words.empty()) std::printf("  %s\n", last_words.c_str());
@@ -289,7 +293,7 @@ runner::command shrink(CLI::App& app, const catalogue& cat, const std::string& p
                   "Seconds before a candidate's job is killed and counted as not ending so "
                   "(default: --case-timeout + 60)")
       ->check(runner::positive_number());
-  cmd->add_option("--max-runs", o->max_runs, "At most this many candidates launched")
+  cmd->add_option("--max-runs", o->max_runs, "At most this many candidates tried")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--max-seconds", o->max_seconds, "No candidate launched after this many seconds")
