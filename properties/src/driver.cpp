@@ -486,6 +486,18 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
     report.reruns = o.reruns;
     report.reproduced =
         reproduce(par::run_case::parse(report.replay), o.mask, report.failure, o.reruns);
+    // Found intermittent only now (its first failure reproduced in every re-run): the final pass
+    // again, each candidate run up to 1 + reruns times, and the case it ends at measured.
+    if (report.reproduced < o.reruns && !intermittent && o.local_minimum) {
+      intermittent = true;
+      shrunk m = minimize(s, par::run_case::parse(report.replay), report.failure, o, 1 + o.reruns);
+      report.failure = m.v;
+      report.replay = m.c.to_string();
+      report.shrink_runs += m.runs;
+      report.local_minimum = m.local_minimum;
+      report.reproduced =
+          reproduce(par::run_case::parse(report.replay), o.mask, report.failure, o.reruns);
+    }
   }
   if (!failing) report.declined = tally.declined;
   report.declined_example = tally.example;
