@@ -68,29 +68,41 @@ const char* name_of(int sig) {
   }
 }
 
+// The crash message, put together before it is written: one write(), so that ranks crashing at
+// once (each its own process on one pipe) do not interleave their lines.
+char message_buffer[2 * line_capacity + doing_capacity + 256];
+
 extern "C" void on_crash(int sig) {
-  say("shardcheck: rank ");
-  say(rank_text, rank_length);
-  say(" crashed (");
-  say(name_of(sig));
+  std::size_t used = 0;
+  const auto put = [&](const char* s, std::size_t k) {
+    k = std::min(k, sizeof message_buffer - used);
+    std::memcpy(message_buffer + used, s, k);
+    used += k;
+  };
+  const auto put_text = [&](const char* s) { put(s, std::strlen(s)); };
+  put_text("shardcheck: rank ");
+  put(rank_text, rank_length);
+  put_text(" crashed (");
+  put_text(name_of(sig));
   const std::size_t n = line_length.load();
   const std::size_t d = doing_length.load();
   if (n == 0 && d > 0) {
-    say(") while ");
-    say(doing_buffer, d);
-    say("\n");
+    put_text(") while ");
+    put(doing_buffer, d);
+    put_text("\n");
   } else if (n == 0) {
-    say(") outside any case\n");
+    put_text(") outside any case\n");
   } else {
-    say(") while running a case\nreplay: ");
-    say(line_buffer, n);
-    say("\n");
+    put_text(") while running a case\nreplay: ");
+    put(line_buffer, n);
+    put_text("\n");
     if (const std::size_t m = shrink_length.load(); m > 0) {
-      say("shrink: ");
-      say(shrink_buffer, m);
-      say("\n");
+      put_text("shrink: ");
+      put(shrink_buffer, m);
+      put_text("\n");
     }
   }
+  say(message_buffer, used);
   // The stack, for the report of a crash outside any case (or inside shardcheck's own code):
   // backtrace_symbols_fd writes without allocating; backtrace() was called once at install, so
   // its unwinder is loaded already.
