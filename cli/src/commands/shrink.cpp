@@ -218,6 +218,9 @@ int do_shrink(const catalogue& cat, const shrink_options& o, const std::string& 
 
   std::printf("shardcheck shrink: %s\n", c.to_string().c_str());
   const outcome first = job(c);
+  if (first.code == 127 && first.first_line.starts_with("shardcheck shrink: cannot run "))
+    throw usage_error(first.first_line.substr(std::strlen("shardcheck shrink: ")) +
+                      " (the launch command after --)");
   if (first.timed_out || !ends_the_job(first.code))
     runner::nothing_checked(
         "the case does not end its job under the launch command: it " +
