@@ -21,13 +21,14 @@ int cli_main(int argc, char** argv, par::registry extra) {
   app.footer(
       "Exit codes: 0 all pass, 1 a property failed, 2 bad usage (an option, a case line, a file "
       "that cannot be read or written, nothing to check), 3 the watchdog ended a hung case, 4 an "
-      "MPI or runtime error, 5 a rank crashed, 6 a kernel or its library called MPI_Abort, 7 a "
-      "mutant no property caught, 129/130/143 SIGHUP/SIGINT/SIGTERM, 137 a rank was killed "
-      "(SIGKILL: the OOM killer or a job's time limit).");
+      "MPI or runtime error, 5 a rank crashed (shrink the case with `shrink`), 6 a kernel or its "
+      "library called MPI_Abort, 7 a mutant no property caught, 129/130/143 "
+      "SIGHUP/SIGINT/SIGTERM, 137 a rank was killed (SIGKILL: the OOM killer or a job's time "
+      "limit).");
   app.require_subcommand(1);
-  std::vector<runner::command> all = {commands::list(app, cat), commands::verify(app, cat, program),
-                                      commands::explain(app, cat),
-                                      commands::selftest(app, cat, program)};
+  std::vector<runner::command> all = {
+      commands::list(app, cat), commands::verify(app, cat, program), commands::explain(app, cat),
+      commands::selftest(app, cat, program), commands::shrink(app, cat, program)};
   compare::options co;
   audit::options ao;
   scale::options so;

@@ -71,6 +71,15 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// "; reproduced 3 of 8 re-runs (intermittent)", or nothing when the case was not run again.
+std::string reproduced_text(const failure_record& f) {
+  if (f.reruns == 0 && f.runs == 1) return {};
+  std::string out = "; reproduced " + std::to_string(f.reproduced) + " of " +
+                    std::to_string(f.reruns) + " re-runs";
+  if (f.runs > 1) out += ", first failed on run " + std::to_string(f.runs);
+  return out + (f.intermittent() ? " (intermittent)" : "");
+}
+
 // Every failure of property p, each with its replay line, e.g.
 //   forward: Y[i=0, j=0] … (corpus line 3)
 //   replay: mpirun -n 2 --oversubscribe shardcheck verify --replay '…'
@@ -81,6 +90,7 @@ std::string failure_text(const strategy_result& r, unsigned p) {
     if (!out.empty()) out += "\n";
     out += f.message;
     if (f.source != "generated") out += " (" + f.source + " line " + std::to_string(f.line) + ")";
+    out += reproduced_text(f);
     out += "\nreplay: " + f.replay + "\n";
   }
   return out;
@@ -184,6 +194,7 @@ std::string junit_xml(const run_results& r) {
     add_text_property(meta, "declined", std::to_string(s.declined));
     add_text_property(meta, "ranks", std::to_string(r.ranks));
     add_text_property(meta, "seed", std::to_string(r.seed));
+    add_text_property(meta, "reruns", std::to_string(r.reruns));
     for (const unsigned p : props) {
       pugi::xml_node tc = suite.append_child("testcase");
       tc.append_attribute("classname") = name.c_str();
@@ -192,7 +203,8 @@ std::string junit_xml(const run_results& r) {
       if (status == "fail") {
         ++suite_failures;
         pugi::xml_node f = tc.append_child("failure");
-        f.append_attribute("message") = xml_safe(first_failure(s, p)->message).c_str();
+        const failure_record& first = *first_failure(s, p);
+        f.append_attribute("message") = xml_safe(first.message + reproduced_text(first)).c_str();
         f.append_attribute("type") = name_of(p).c_str();
         f.text() = xml_safe(failure_text(s, p)).c_str();
       } else if (status != "pass") {
@@ -228,6 +240,7 @@ std::string json_text(const run_results& r) {
               {"ranks", r.ranks},
               {"seed", r.seed},
               {"cases_per_strategy", r.cases_per_strategy},
+              {"reruns", r.reruns},
               {"properties", json::array()},
               {"corpus", r.corpus.empty() ? json(nullptr) : json(r.corpus)},
               {"strategies", json::array()}};
@@ -270,6 +283,10 @@ std::string json_text(const run_results& r) {
       fj["shape"] = shape.empty() ? json(nullptr) : json(shape);
       fj["case"] = f.case_line;
       fj["replay"] = f.replay;
+      fj["reruns"] = f.reruns;
+      fj["reproduced"] = f.reproduced;
+      fj["runs_to_fail"] = f.runs;
+      fj["intermittent"] = f.intermittent();
       j["failures"].push_back(fj);
     }
     passed += s.passed() ? 1 : 0;

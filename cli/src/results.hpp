@@ -21,6 +21,11 @@ struct failure_record {
   std::string message;
   std::string case_line;
   std::string replay;
+  // The case run `reruns` more times after it failed (verify --reruns): `reproduced` of them
+  // failed the same property. `runs`: how many runs it took to fail first (verify --repeat).
+  int reruns = 0, reproduced = 0, runs = 1;
+  // Some run of the same case passed: a re-run, or a run before the first failure.
+  [[nodiscard]] bool intermittent() const { return reproduced < reruns || runs > 1; }
 };
 
 struct strategy_result {
@@ -51,6 +56,7 @@ struct run_results {
   int ranks = 0;
   int cases_per_strategy = 0;
   std::uint64_t seed = 0;
+  int reruns = 0;  // verify --reruns: how many more times a failing case runs
   unsigned mask = prop::all_properties;
   std::string corpus;     // the --corpus file, if any
   bool complete = false;  // false while strategies remain (an interrupted run stays false)

@@ -1,7 +1,7 @@
 #pragma once
 // One way of running a command. Every subcommand of `shardcheck` (list, explain, verify,
-// selftest, compare, audit, scale) is a file of its own that adds its options and says what it
-// does; what every command promises lives here, once:
+// selftest, shrink, compare, audit, scale) is a file of its own that adds its options and says what
+// it does; what every command promises lives here, once:
 //   - validation: bad input is a shardcheck::error, found alike on every rank: exit 2 with one
 //     message, from rank 0; every message has its control characters escaped (escape());
 //   - a rank that crashes exits 5 and says what it was doing (last_words, doing()); SIGINT and

@@ -94,6 +94,71 @@ TEST(Json, HostileTextStaysJson) {
   EXPECT_NE(text.find("\"line\": 4"), std::string::npos);
 }
 
+// A failure's rate: in the JUnit message and text, and in the JSON; intermittent when some run of
+// the case passed (a re-run, or a run before the first failure), never when all failed.
+TEST(Rerun, RateInJunitAndJson) {
+  results::run_results r;
+  r.reruns = 8;
+  results::strategy_result& s = r.strategies.emplace_back();
+  s.name = "k";
+  results::failure_record f;
+  f.source = "generated";
+  f.failed = forward;
+  f.message = "forward: x";
+  f.reruns = 8;
+  f.reproduced = 3;
+  s.failures.push_back(f);
+  f.reproduced = 8;
+  s.failures.push_back(f);
+  EXPECT_TRUE(s.failures[0].intermittent());
+  EXPECT_FALSE(s.failures[1].intermittent());
+  s.failures[1].runs = 2;
+  EXPECT_TRUE(s.failures[1].intermittent());
+  pugi::xml_document doc;
+  ASSERT_TRUE(doc.load_string(results::junit_xml(r).c_str()));
+  const pugi::xml_node suite = doc.child("testsuites").child("testsuite");
+  EXPECT_STREQ(suite.find_child_by_attribute("testcase", "name", "forward")
+                   .child("failure")
+                   .attribute("message")
+                   .value(),
+               "forward: x; reproduced 3 of 8 re-runs (intermittent)");
+  EXPECT_STREQ(suite.child("properties")
+                   .find_child_by_attribute("name", "reruns")
+                   .attribute("value")
+                   .value(),
+               "8");
+  const std::string json = results::json_text(r);
+  EXPECT_NE(json.find("\"reproduced\": 3"), std::string::npos);
+  EXPECT_NE(json.find("\"intermittent\": true"), std::string::npos);
+  EXPECT_NE(json.find("\"runs_to_fail\": 2"), std::string::npos);
+}
+
+// An intermittent failure's replay runs its case as often as its measured rate asks; a rate of 1
+// needs no more runs than the re-runs themselves.
+TEST(Rerun, RepeatFromTheRate) {
+  EXPECT_EQ(prop::repeat_for(3, 8), 10);
+  EXPECT_EQ(prop::repeat_for(0, 8), 44);
+  EXPECT_EQ(prop::repeat_for(8, 8), 9);
+  EXPECT_EQ(prop::repeat_for(0, 1000), 1000);
+}
+
+// The replay line of an intermittent failure carries --repeat; the shrink command launches as the
+// replay does.
+TEST(Rerun, ReplayAndShrinkCommands) {
+  par::run_case c;
+  c.strategy = "k";
+  c.p = 3;
+  c.prob.M = c.prob.N = c.prob.K = 1;
+  const std::string line = c.to_string();
+  EXPECT_NE(prop::replay_command("sc", c, prop::all_properties, prop::default_case_timeout, 10)
+                .find(" verify --repeat 10 --replay "),
+            std::string::npos);
+  EXPECT_EQ(prop::replay_command("sc", c).find("--repeat"), std::string::npos);
+  const std::string shrink = prop::shrink_command("sc", c);
+  EXPECT_EQ(shrink.rfind("sc shrink --replay '" + line + "' -- " + prop::launch_command(3), 0), 0U)
+      << shrink;
+}
+
 TEST(WriteAtomically, ReplacesTheFileWhole) {
   const fs::path dir =
       fs::temp_directory_path() / ("shardcheck_results_" + std::to_string(::getpid()));

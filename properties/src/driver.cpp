@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,7 @@
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/generators.hpp"
 #include "shardcheck/properties/last_words.hpp"
-#include "shrink.hpp"
+#include "shardcheck/properties/shrink.hpp"
 
 namespace shardcheck::prop {
 
@@ -115,13 +116,11 @@ std::string launch_command(int ranks) {
 #endif
 }
 
-std::string replay_command(std::string_view program, const par::run_case& c, unsigned mask,
-                           double case_timeout) {
-  // Appended piece by piece: GCC 12 warns (-Wrestrict) on `"literal" + std::string` here.
-  std::string out = launch_command(c.p);
-  for (const auto& [name, value] : collective_mca_settings())
-    out.append(" --mca ").append(shell_quoted(name)).append(" ").append(shell_quoted(value));
-  out.append(" ").append(shell_quoted(program)).append(" verify");
+namespace {
+// The options of verify that decide a case's verdict: `--property` unless all, `--case-timeout`
+// unless the default.
+std::string verdict_options(unsigned mask, double case_timeout) {
+  std::string out;
   if ((mask | static_cast<unsigned>(property::runs)) != all_properties)
     out.append(" --property ").append(properties_to_string(mask));
   if (case_timeout != default_case_timeout) {
@@ -129,7 +128,40 @@ std::string replay_command(std::string_view program, const par::run_case& c, uns
     seconds << case_timeout;
     out.append(" --case-timeout ").append(seconds.str());
   }
+  return out;
+}
+
+// `mpirun -n P --oversubscribe` and the collective settings in force, as `--mca NAME VALUE`.
+std::string launch_with_settings(int ranks) {
+  std::string out = launch_command(ranks);
+  for (const auto& [name, value] : collective_mca_settings())
+    out.append(" --mca ").append(shell_quoted(name)).append(" ").append(shell_quoted(value));
+  return out;
+}
+}  // namespace
+
+std::string replay_command(std::string_view program, const par::run_case& c, unsigned mask,
+                           double case_timeout, int repeat) {
+  // Appended piece by piece: GCC 12 warns (-Wrestrict) on `"literal" + std::string` here.
+  std::string out = launch_with_settings(c.p);
+  out.append(" ").append(shell_quoted(program)).append(" verify");
+  out.append(verdict_options(mask, case_timeout));
+  if (repeat > 1) out.append(" --repeat ").append(std::to_string(repeat));
   return out.append(" --replay ").append(shell_quoted(c.to_string()));
+}
+
+int repeat_for(int reproduced, int reruns) {
+  const double rate = (reproduced + 1.0) / (reruns + 2.0);
+  const double runs = rate >= 1 ? 1 : std::ceil(std::log(0.01) / std::log1p(-rate));
+  return static_cast<int>(std::clamp(runs, 1.0 + reruns, 1000.0));
+}
+
+std::string shrink_command(std::string_view program, const par::run_case& c, unsigned mask,
+                           double case_timeout) {
+  std::string out = shell_quoted(program);
+  out.append(" shrink").append(verdict_options(mask, case_timeout));
+  out.append(" --replay ").append(shell_quoted(c.to_string()));
+  return out.append(" -- ").append(launch_with_settings(c.p));
 }
 
 driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::string program)
@@ -168,7 +200,7 @@ case_verdict driver::execute(const std::string& message) {
     par::run_case c = par::run_case::parse(line);
     const std::string replay = replay_command(program_, c, mask, timeout_);
     dog_->arm(replay);
-    last_words::running(replay);
+    last_words::running(replay, shrink_command(program_, c, mask, timeout_));
     const subject* s = find_(c.strategy);
     if (s == nullptr || s->k == nullptr)
       throw invalid_problem("unknown strategy '" + c.strategy + "'");
@@ -279,9 +311,6 @@ void driver::serve() {
   }
 }
 
-namespace {
-// The property a verdict's message names ("forward: Y[i=0, …" → forward), which a simpler case
-// must fail too to be kept; every property the case failed if the message names none.
 unsigned named_property(const case_verdict& v) {
   for (unsigned bit = 1; bit <= all_properties; bit <<= 1)
     if ((v.failed & bit) != 0 &&
@@ -289,10 +318,26 @@ unsigned named_property(const case_verdict& v) {
       return bit;
   return v.failed;
 }
-}  // namespace
+
+driver::attempts driver::run_until_failure(const par::run_case& c, unsigned mask, unsigned target,
+                                           int runs) {
+  attempts out;
+  do {
+    out.v = run(c, mask);
+    ++out.runs;
+  } while ((out.v.failed & target) == 0 && out.runs < runs);
+  return out;
+}
+
+int driver::reproduce(const par::run_case& c, unsigned mask, const case_verdict& v, int n) {
+  const unsigned target = named_property(v);
+  int failed = 0;
+  for (int i = 0; i < n; ++i) failed += (run(c, mask).failed & target) != 0 ? 1 : 0;
+  return failed;
+}
 
 driver::shrunk driver::minimize(const subject& s, const par::run_case& c, const case_verdict& v,
-                                const suite_options& o) {
+                                const suite_options& o, int runs_per_candidate) {
   const unsigned target = named_property(v);
   case_verdict kept = v;
   const shrink_budget budget{o.shrink_max_runs, o.shrink_seconds};
@@ -300,7 +345,7 @@ driver::shrunk driver::minimize(const subject& s, const par::run_case& c, const 
       shrink_to_local_minimum(c, *s.k, o.pins, budget, [&](const par::run_case& d) {
         par::run_case named = d;
         named.strategy = c.strategy;
-        const case_verdict w = run(named, o.mask);
+        const case_verdict w = run_until_failure(named, o.mask, target, runs_per_candidate).v;
         if ((w.failed & target) == 0) return false;
         kept = w;
         return true;
@@ -342,6 +387,9 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   auto last_progress = start;
   int evaluated = 0, over_limit = 0;
   bool failing = false;
+  // Whether the first failure found reproduced in fewer than all of its re-runs: then a shrink
+  // runs each candidate up to 1 + o.reruns times, and keeps it if one of its runs fails.
+  bool intermittent = false;
   draw_tally tally;
   const auto gen = case_for(*s.k, world_.size(), o.pins, &tally);
   const auto property = rc::gen::exec([&]() -> evaluation {
@@ -353,7 +401,8 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
         ++over_limit;
         return {evaluation::discard, "above the memory limit"};
       }
-      const case_verdict v = run(c, o.mask);
+      case_verdict v = run(c, o.mask);
+      if (v.failed == 0 && intermittent) v = run_until_failure(c, o.mask, ~0U, o.reruns).v;
       ++evaluated;
       if (!failing) ++report.cases;
       if (o.progress && clock::now() - last_progress > std::chrono::seconds(5)) {
@@ -373,6 +422,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
       report.not_claimed |= v.not_claimed;
       report.not_measured |= v.not_measured;
       if (v.failed != 0) {
+        if (!failing && o.reruns > 0) intermittent = reproduce(c, o.mask, v, o.reruns) < o.reruns;
         failing = true;
         report.failure = v;
         report.replay = c.to_string();
@@ -422,11 +472,32 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   if (failing && o.local_minimum) {
     if (o.progress)
       std::fprintf(stderr, "  %s: simplifying the failing case to a local minimum\n", name.c_str());
-    shrunk m = minimize(s, par::run_case::parse(report.replay), report.failure, o);
+    shrunk m = minimize(s, par::run_case::parse(report.replay), report.failure, o,
+                        intermittent ? 1 + o.reruns : 1);
     report.failure = m.v;
     report.replay = m.c.to_string();
     report.shrink_runs = m.runs;
     report.local_minimum = m.local_minimum;
+  }
+  if (failing && o.reruns > 0) {
+    if (o.progress)
+      std::fprintf(stderr, "  %s: running the failing case %d more times\n", name.c_str(),
+                   o.reruns);
+    report.reruns = o.reruns;
+    report.reproduced =
+        reproduce(par::run_case::parse(report.replay), o.mask, report.failure, o.reruns);
+    // Found intermittent only now (its first failure reproduced in every re-run): the final pass
+    // again, each candidate run up to 1 + reruns times, and the case it ends at measured.
+    if (report.reproduced < o.reruns && !intermittent && o.local_minimum) {
+      intermittent = true;
+      shrunk m = minimize(s, par::run_case::parse(report.replay), report.failure, o, 1 + o.reruns);
+      report.failure = m.v;
+      report.replay = m.c.to_string();
+      report.shrink_runs += m.runs;
+      report.local_minimum = m.local_minimum;
+      report.reproduced =
+          reproduce(par::run_case::parse(report.replay), o.mask, report.failure, o.reruns);
+    }
   }
   if (!failing) report.declined = tally.declined;
   report.declined_example = tally.example;

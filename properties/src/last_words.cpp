@@ -22,6 +22,9 @@ namespace {
 constexpr std::size_t line_capacity = (128 << 10) + 4096;
 char line_buffer[line_capacity];
 std::atomic<std::size_t> line_length{0};
+// The command that shrinks the case in fresh jobs (shrink_command), printed after the replay line.
+char shrink_buffer[line_capacity];
+std::atomic<std::size_t> shrink_length{0};
 // What a command outside any case is doing (doing()), for the crash handler.
 constexpr std::size_t doing_capacity = 4096;
 char doing_buffer[doing_capacity];
@@ -65,24 +68,41 @@ const char* name_of(int sig) {
   }
 }
 
+// The crash message, put together before it is written: one write(), so that ranks crashing at
+// once (each its own process on one pipe) do not interleave their lines.
+char message_buffer[2 * line_capacity + doing_capacity + 256];
+
 extern "C" void on_crash(int sig) {
-  say("shardcheck: rank ");
-  say(rank_text, rank_length);
-  say(" crashed (");
-  say(name_of(sig));
+  std::size_t used = 0;
+  const auto put = [&](const char* s, std::size_t k) {
+    k = std::min(k, sizeof message_buffer - used);
+    std::memcpy(message_buffer + used, s, k);
+    used += k;
+  };
+  const auto put_text = [&](const char* s) { put(s, std::strlen(s)); };
+  put_text("shardcheck: rank ");
+  put(rank_text, rank_length);
+  put_text(" crashed (");
+  put_text(name_of(sig));
   const std::size_t n = line_length.load();
   const std::size_t d = doing_length.load();
   if (n == 0 && d > 0) {
-    say(") while ");
-    say(doing_buffer, d);
-    say("\n");
+    put_text(") while ");
+    put(doing_buffer, d);
+    put_text("\n");
   } else if (n == 0) {
-    say(") outside any case\n");
+    put_text(") outside any case\n");
   } else {
-    say(") while running a case\nreplay: ");
-    say(line_buffer, n);
-    say("\n");
+    put_text(") while running a case\nreplay: ");
+    put(line_buffer, n);
+    put_text("\n");
+    if (const std::size_t m = shrink_length.load(); m > 0) {
+      put_text("shrink: ");
+      put(shrink_buffer, m);
+      put_text("\n");
+    }
   }
+  say(message_buffer, used);
   // The stack, for the report of a crash outside any case (or inside shardcheck's own code):
   // backtrace_symbols_fd writes without allocating; backtrace() was called once at install, so
   // its unwinder is loaded already.
@@ -104,6 +124,8 @@ void on_mpi_abort(MPI_Comm, int code) {
     text += " outside any case\n";
   else
     text += " while running a case\nreplay: " + std::string(line_buffer, n) + "\n";
+  if (const std::size_t m = shrink_length.load(); n > 0 && m > 0)
+    text += "shrink: " + std::string(shrink_buffer, m) + "\n";
   say(text.data(), text.size());
   if (abort_writer) {
     try {
@@ -180,11 +202,15 @@ void install(int rank, bool leader) {
   });
 }
 
-void running(const std::string& replay) {
+void running(const std::string& replay, const std::string& shrink) {
   line_length.store(0);
+  shrink_length.store(0);
   const std::size_t n = std::min(replay.size(), line_capacity);
   std::memcpy(line_buffer, replay.data(), n);
   line_length.store(n);
+  const std::size_t m = std::min(shrink.size(), line_capacity);
+  std::memcpy(shrink_buffer, shrink.data(), m);
+  shrink_length.store(m);
   if (speaks) {
     std::lock_guard lock(state);
     running_line = replay;
@@ -193,6 +219,7 @@ void running(const std::string& replay) {
 
 void idle() {
   line_length.store(0);
+  shrink_length.store(0);
   if (speaks) {
     std::lock_guard lock(state);
     running_line.clear();

@@ -1,4 +1,4 @@
-#include "shrink.hpp"
+#include "shardcheck/properties/shrink.hpp"
 
 #include <algorithm>
 #include <chrono>

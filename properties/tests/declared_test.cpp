@@ -20,7 +20,7 @@
 #include "completed_case.hpp"
 #include "shardcheck/properties/generators.hpp"
 #include "shardcheck/properties/harness.hpp"
-#include "shrink.hpp"
+#include "shardcheck/properties/shrink.hpp"
 
 namespace shardcheck::prop {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "completed_case.hpp"
-#include "shrink.hpp"
+#include "shardcheck/properties/shrink.hpp"
 
 namespace shardcheck::prop {
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 // The subcommands of `shardcheck`, one file each (list.cpp, explain.cpp, verify.cpp,
-// selftest.cpp; compare, audit and scale in cli/src/), all run by runner.hpp; and what they
-// share: the catalogue of kernels a name picks.
+// selftest.cpp, shrink.cpp; compare, audit and scale in cli/src/), all run by runner.hpp; and what
+// they share: the catalogue of kernels a name picks.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -72,5 +72,6 @@ runner::command list(CLI::App& app, const catalogue& cat);
 runner::command explain(CLI::App& app, const catalogue& cat);
 runner::command verify(CLI::App& app, const catalogue& cat, const std::string& program);
 runner::command selftest(CLI::App& app, const catalogue& cat, const std::string& program);
+runner::command shrink(CLI::App& app, const catalogue& cat, const std::string& program);
 
 }  // namespace shardcheck::commands

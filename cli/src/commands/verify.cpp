@@ -115,25 +115,38 @@ void warn_if_unmeasured(unsigned mask) {
       "reported not measured\n");
 }
 
-// A failing case as the result files keep it: `c` null when RapidCheck could not run at all.
+// How a failing case came out when run again: `reruns` more runs, `reproduced` of them failing the
+// same property, and the `runs` it took to fail first.
+struct rerun_tally {
+  int reruns = 0, reproduced = 0, runs = 1;
+};
+
+// A failing case as the result files keep it: `c` null when RapidCheck could not run at all. An
+// intermittent failure's replay line runs the case until it fails, up to as many times as its
+// measured rate asks (repeat_for) and at least as many as the run that found it did (`repeat`).
 results::failure_record record_of(std::string source, int line, const prop::case_verdict& v,
                                   const par::run_case* c, const std::string& program, unsigned mask,
-                                  double case_timeout) {
+                                  double case_timeout, rerun_tally t = {}, int repeat = 1) {
   results::failure_record f;
   f.source = std::move(source);
   f.line = line;
   f.failed = v.failed;
   f.message = v.message;
+  f.reruns = t.reruns;
+  f.reproduced = t.reproduced;
+  f.runs = t.runs;
   if (f.failed == 0) f.failed = static_cast<unsigned>(prop::property::runs);
   if (c != nullptr) {
     f.case_line = c->to_string();
-    f.replay = prop::replay_command(program, *c, mask, case_timeout);
+    f.replay = prop::replay_command(
+        program, *c, mask, case_timeout,
+        f.intermittent() ? std::max(repeat, prop::repeat_for(f.reproduced, f.reruns)) : 1);
   }
   return f;
 }
 
-// e.g. "FAIL data_parallel: forward: Y[i=0, j=0] … (corpus line 3)", the failing properties and
-// the replay command.
+// e.g. "FAIL data_parallel: forward: Y[i=0, j=0] … (corpus line 3)", the failing properties, how
+// often it reproduced and the replay command.
 std::string failure_text(const std::string& name, const results::failure_record& f) {
   std::string out;
   appendf(out, "FAIL %s: %s", name.c_str(), f.message.c_str());
@@ -143,6 +156,10 @@ std::string failure_text(const std::string& name, const results::failure_record&
   std::string failing = prop::properties_to_string(f.failed);
   if ((f.failed & runs) != 0 && f.failed != runs) failing = "runs," + failing;
   appendf(out, "  failing properties: %s\n", failing.c_str());
+  if (f.runs > 1) appendf(out, "  first failed on run %d of the case\n", f.runs);
+  if (f.reruns > 0 || f.runs > 1)
+    appendf(out, "  reproduced %d of %d re-runs%s\n", f.reproduced, f.reruns,
+            f.intermittent() ? ": intermittent (some runs of the same case pass)" : "");
   if (!f.replay.empty()) appendf(out, "  replay: %s\n", f.replay.c_str());
   return out;
 }
@@ -198,15 +215,17 @@ struct verify_options {
   std::string properties = "all";
   double case_timeout = prop::default_case_timeout;
   bool quiet = false;
-  std::string backend;              // empty: drawn per case
-  int p = 0;                        // 0: drawn per case
-  std::vector<std::string> params;  // name=value, pinned
-  std::string replay_file;          // replay lines, one a line ("-": stdin)
-  std::string corpus;               // replayed first, then new shrunk failures appended
-  std::string junit, json;          // result files, rewritten as each strategy finishes
-  std::string memory_limit_text;    // bytes per rank, e.g. "2GiB"; empty: default_memory_limit
-  std::string log_cases;            // every case line appended before it runs
-  std::string dump;                 // with --replay: the case's values as .npy files here
+  std::string backend;                // empty: drawn per case
+  int p = 0;                          // 0: drawn per case
+  std::vector<std::string> params;    // name=value, pinned
+  std::string replay_file;            // replay lines, one a line ("-": stdin)
+  std::string corpus;                 // replayed first, then new shrunk failures appended
+  std::string junit, json;            // result files, rewritten as each strategy finishes
+  std::string memory_limit_text;      // bytes per rank, e.g. "2GiB"; empty: default_memory_limit
+  std::string log_cases;              // every case line appended before it runs
+  std::string dump;                   // with --replay: the case's values as .npy files here
+  int reruns = prop::default_reruns;  // a failing case runs this many more times
+  int repeat = 1;                     // a replayed case runs up to this many times, until it fails
 };
 
 // (name, kernel) of each strategy to check; a name may be a mutant's. Default: every strategy;
@@ -286,7 +305,8 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
 std::optional<results::failure_record> print_case_verdict(const par::run_case& c,
                                                           const prop::case_verdict& v, int line,
                                                           unsigned mask, const std::string& program,
-                                                          double case_timeout) {
+                                                          double case_timeout, rerun_tally t,
+                                                          int repeat) {
   std::printf("case: %s\n", c.to_string().c_str());
   if (v.failed == 0) {
     std::printf("PASS (%s; worst error %.2f·u·mag, peak %s / bound %s)\n",
@@ -309,7 +329,8 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
                   prop::properties_to_string(v.not_measured).c_str());
     return std::nullopt;
   }
-  results::failure_record f = record_of("replay", line, v, &c, program, mask, case_timeout);
+  results::failure_record f =
+      record_of("replay", line, v, &c, program, mask, case_timeout, t, repeat);
   std::fputs(failure_text(c.strategy, f).c_str(), stdout);
   return f;
 }
@@ -398,6 +419,7 @@ results::run_results new_run(const verify_options& o, unsigned mask, int ranks,
   r.ranks = ranks;
   r.cases_per_strategy = o.replay.empty() && o.replay_file.empty() ? o.cases : 0;
   r.seed = o.seed;
+  r.reruns = o.reruns;
   r.mask = mask;
   r.corpus = o.corpus;
   return r;
@@ -448,6 +470,23 @@ void write_on_abort(const verify_options& o, const results::run_results& rr, std
   });
 }
 
+// A replayed case's verdict: run up to --repeat times, until it fails; a failure then run
+// --reruns more times.
+struct replay_outcome {
+  prop::case_verdict v;
+  rerun_tally tally;
+};
+replay_outcome replay_case(prop::driver& d, const par::run_case& c, unsigned mask,
+                           const verify_options& o) {
+  const prop::driver::attempts a = d.run_until_failure(c, mask, ~0U, o.repeat);
+  replay_outcome out{a.v, {0, 0, a.runs}};
+  if (a.v.failed != 0 && o.reruns > 0) {
+    out.tally.reruns = o.reruns;
+    out.tally.reproduced = d.reproduce(c, mask, a.v, o.reruns);
+  }
+  return out;
+}
+
 // Leader: every planned case, its verdict printed. Returns the exit status.
 int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& o, unsigned mask,
                 const std::string& program) {
@@ -460,7 +499,8 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
   for (const planned_case& pc : plan.cases) {
     const auto start = clock::now();
     write_on_abort(o, rr, pc.c.strategy, nullptr);
-    const prop::case_verdict v = d.run(pc.c, mask);
+    const replay_outcome r = replay_case(d, pc.c, mask, o);
+    const prop::case_verdict& v = r.v;
     auto it =
         std::find_if(rr.strategies.begin(), rr.strategies.end(),
                      [&](const results::strategy_result& r) { return r.name == pc.c.strategy; });
@@ -473,7 +513,8 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
     ++done;
     prop::last_words::finished(std::to_string(done) + " of " + std::to_string(plan.cases.size()) +
                                " cases finished (their verdicts are above)\n");
-    if (auto f = print_case_verdict(pc.c, v, pc.line, mask, program, d.case_timeout())) {
+    if (auto f = print_case_verdict(pc.c, v, pc.line, mask, program, d.case_timeout(), r.tally,
+                                    o.repeat)) {
       it->failures.push_back(std::move(*f));
       status = 1;
       ++failed;
@@ -515,12 +556,12 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     const auto start = clock::now();
     for (const planned_case& pc : corpus_plan.cases) {
       if (pc.c.strategy != n) continue;
-      const prop::case_verdict v = d.run(pc.c, so.mask);
-      res.add(v);
+      const replay_outcome r = replay_case(d, pc.c, so.mask, o);
+      res.add(r.v);
       ++replayed;
-      if (v.failed != 0) {
-        res.failures.push_back(
-            record_of("corpus", pc.line, v, &pc.c, program, so.mask, d.case_timeout()));
+      if (r.v.failed != 0) {
+        res.failures.push_back(record_of("corpus", pc.line, r.v, &pc.c, program, so.mask,
+                                         d.case_timeout(), r.tally, o.repeat));
         ++replay_failed;
       }
     }
@@ -545,7 +586,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
       std::optional<par::run_case> c;
       if (!r.replay.empty()) c = par::run_case::parse(r.replay);
       res.failures.push_back(record_of("generated", 0, r.failure, c ? &*c : nullptr, program,
-                                       so.mask, d.case_timeout()));
+                                       so.mask, d.case_timeout(), {r.reruns, r.reproduced, 1}));
       if (!o.corpus.empty() && c && corpus_plan.known.insert(r.replay).second) {
         try {
           corpus::append(o.corpus, {r.replay});
@@ -615,6 +656,8 @@ void check_distinct_files(const verify_options& o) {
 
 int do_verify(const catalogue& cat, const verify_options& o, const std::string& program) {
   if (o.cases < 1) throw usage_error("--cases must be at least 1");
+  if (o.repeat > 1 && o.replay.empty() && o.replay_file.empty() && o.corpus.empty())
+    throw usage_error("--repeat runs replayed cases: it needs --replay, --replay-file or --corpus");
   check_distinct_files(o);
   check_case_timeout(o.case_timeout);
   const unsigned mask = prop::parse_properties(o.properties);
@@ -721,6 +764,7 @@ int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen
     if (o.p > 0) so.pins.p = o.p;
     so.pins.params = pinned;
     so.memory_limit = limit;
+    so.reruns = o.reruns;
     status = run_suite(d, cat, chosen, so, program, o, std::move(plan));
   }
   return status;
@@ -763,6 +807,19 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
       ->add_option("--case-timeout", o->case_timeout,
                    "Seconds before the watchdog ends a hung case")
       ->capture_default_str();
+  verify
+      ->add_option("--reruns", o->reruns,
+                   "Run a failing case this many more times before it is reported ('reproduced k "
+                   "of n'; fewer than all: intermittent, and shrinking keeps a candidate that "
+                   "fails in any of its 1 + n runs)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  verify
+      ->add_option("--repeat", o->repeat,
+                   "With --replay, --replay-file or --corpus: run each replayed case up to this "
+                   "many times, until it fails (an intermittent failure's replay line sets it)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   verify->add_flag("--quiet", o->quiet, "No progress lines");
   auto* p_opt = verify->add_option("--p", o->p,
                                    "Run every case on exactly this many workers (default: drawn)");

@@ -6,6 +6,8 @@
 //   sleeps       sleeps for a minute, so that a test can interrupt the run mid-case
 //   mpi_abort    calls MPI_Abort(comm, 1), as a library giving up would
 //   mpi_abort_leader  the same on rank 0 of the case instead of the last
+//   crash_empty_shard writes through a null pointer on every rank whose share of X's rows is
+//                     empty (any rank, any p: M < p, or an uneven partition), for `shrink`
 #include <mpi.h>
 
 #include <chrono>
@@ -21,7 +23,7 @@ namespace sc = shardcheck::par;
 
 namespace {
 
-enum class fault { segv, abort, fpe, sleep, mpi_abort, mpi_abort_leader };
+enum class fault { segv, abort, fpe, sleep, mpi_abort, mpi_abort_leader, empty_shard };
 
 class dying final : public sc::kernel {
  public:
@@ -40,7 +42,9 @@ class dying final : public sc::kernel {
     return inner_.cost(c, coords);
   }
   void forward(sc::context& ctx, const sc::run_case& c, const sc::forward_io& io) const override {
-    if (ctx.grid.all().rank() == (fault_ == fault::mpi_abort_leader ? 0 : c.p - 1))
+    const int rank = ctx.grid.all().rank();
+    if (fault_ == fault::empty_shard ? c.part("M").size(rank) == 0
+                                     : rank == (fault_ == fault::mpi_abort_leader ? 0 : c.p - 1))
       die(ctx.grid.all().native_handle());
     inner_.forward(ctx, c, io);
   }
@@ -51,7 +55,8 @@ class dying final : public sc::kernel {
  private:
   void die(MPI_Comm comm) const {
     switch (fault_) {
-      case fault::segv: {
+      case fault::segv:
+      case fault::empty_shard: {
         volatile int* nowhere = nullptr;
         *nowhere = 1;
         break;
@@ -80,5 +85,6 @@ int main(int argc, char** argv) {
   mine.add(std::make_unique<dying>(base, "sleeps", fault::sleep));
   mine.add(std::make_unique<dying>(base, "mpi_abort", fault::mpi_abort));
   mine.add(std::make_unique<dying>(base, "mpi_abort_leader", fault::mpi_abort_leader));
+  mine.add(std::make_unique<dying>(base, "crash_empty_shard", fault::empty_shard));
   return shardcheck::cli_main(argc, argv, std::move(mine));
 }

@@ -21,6 +21,9 @@
 
 namespace shardcheck::prop {
 
+// How many more times a failing case runs before it is reported (verify --reruns).
+inline constexpr int default_reruns = 8;
+
 struct suite_options {
   int cases = 100;
   std::uint64_t seed = 1;
@@ -36,6 +39,10 @@ struct suite_options {
   std::int64_t memory_limit = INT64_MAX;
   int shrink_max_runs = 200;
   double shrink_seconds = 60;
+  // A failing case runs this many more times before it is reported: "reproduced k of n". When the
+  // first failure found reproduces in fewer than all of them (intermittent), every shrinking
+  // candidate runs up to 1 + reruns times and is kept if one of its runs fails.
+  int reruns = default_reruns;
 };
 
 // The verdict of one case over all ranks.
@@ -66,6 +73,9 @@ struct strategy_report {
   // it ended at a local minimum (false: it stopped at its budget, or did not run).
   int shrink_runs = 0;
   bool local_minimum = false;
+  // The reported case run `reruns` more times (suite_options::reruns): `reproduced` of them
+  // failed the property its failure names. Fewer than all: the failure is intermittent.
+  int reruns = 0, reproduced = 0;
   double worst_error = 0, worst_memory = 0;
   error_figures errors;                          // over every case run
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
@@ -107,8 +117,20 @@ class driver {
   // Leader only: from failing case c (verdict v), moves to the first of simpler(c) that still
   // fails the property v's message names, and repeats, within the budget (runs, seconds) of o;
   // what o pins stays.
+  // A candidate runs up to `runs_per_candidate` times and still fails if one of its runs does.
   shrunk minimize(const subject& s, const par::run_case& c, const case_verdict& v,
-                  const suite_options& o);
+                  const suite_options& o, int runs_per_candidate = 1);
+  // Leader only: c run up to `runs` times, until a run fails a property of `target`: that run's
+  // verdict (else the last run's) and the number of runs made.
+  struct attempts {
+    case_verdict v;
+    int runs = 0;
+  };
+  attempts run_until_failure(const par::run_case& c, unsigned mask, unsigned target, int runs);
+  // Leader only: failing case c (verdict v) run n more times: how many of them fail the property
+  // v's message names (named_property). Every rank runs each re-run; the leader, which judges
+  // the reduced verdicts, alone decides, so every rank follows the same shrinking path.
+  int reproduce(const par::run_case& c, unsigned mask, const case_verdict& v, int n);
   // Leader only: from now on, every case line is appended to `path` (and flushed) before the
   // case runs, so a crash or an interrupt leaves it there; the file replays with --replay-file.
   // Throws error when the file cannot be opened.
@@ -131,6 +153,10 @@ class driver {
   std::string case_log_path_;
 };
 
+// The property a failing verdict's message names ("forward: Y[i=0, …" → forward), which a
+// re-run or a simpler case must fail too; every property v failed if the message names none.
+[[nodiscard]] unsigned named_property(const case_verdict& v);
+
 // The watchdog's limit on one case, in seconds, unless --case-timeout says otherwise.
 inline constexpr double default_case_timeout = 120;
 // How this build's MPI launches `ranks` processes, as a replay line starts: Open MPI's
@@ -143,8 +169,21 @@ inline constexpr double default_case_timeout = 120;
 //   mpirun -n 2 --oversubscribe --mca coll_tuned_allreduce_algorithm 4 build/cli/shardcheck verify
 //     --replay 'strategy=row_parallel p=2 M=1 N=1 K=2 …'
 // and with the other options that decide its verdict: `--property` unless all, `--case-timeout`
-// unless the default (a case the watchdog ended at 5 s may pass at 120).
+// unless the default (a case the watchdog ended at 5 s may pass at 120); and `--repeat R` for an
+// intermittent failure (repeat > 1): the replay runs the case up to R times, until it fails.
 [[nodiscard]] std::string replay_command(std::string_view program, const par::run_case& c,
+                                         unsigned mask = all_properties,
+                                         double case_timeout = default_case_timeout,
+                                         int repeat = 1);
+// How many times the replay of an intermittent failure runs its case, until it fails (--repeat):
+// enough that a failure at the rate the re-runs measured, (reproduced + 1) / (reruns + 2), comes
+// back with probability 99%; at least 1 + reruns, at most 1000: 3 of 8 → 10 runs, 0 of 8 → 44.
+[[nodiscard]] int repeat_for(int reproduced, int reruns);
+// The command that shrinks a crashing case in fresh jobs, one per candidate (`shardcheck
+// shrink`), launched as a replay of c is, e.g.
+//   build/cli/shardcheck shrink --replay 'strategy=… p=4 …' -- mpirun -n 4 --oversubscribe
+// with the options of replay_command that decide the verdict.
+[[nodiscard]] std::string shrink_command(std::string_view program, const par::run_case& c,
                                          unsigned mask = all_properties,
                                          double case_timeout = default_case_timeout);
 // Arguments quoted for a POSIX shell: shell_quoted("a b") == "'a b'", shell_quoted("4") == "4",

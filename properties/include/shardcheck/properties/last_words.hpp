@@ -4,7 +4,9 @@
 //   A rank that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGABRT) writes, async-signal-safely,
 //     shardcheck: rank 1 crashed (SIGSEGV) while running a case
 //     replay: mpirun -n 2 --oversubscribe shardcheck verify --replay 'strategy=… p=2 …'
-//   and exits 5 (exit_codes.hpp). The line was prepared before the case began.
+//     shrink: shardcheck shrink --replay 'strategy=… p=2 …' -- mpirun -n 2 --oversubscribe
+//   and exits 5 (exit_codes.hpp). The lines were prepared before the case began; the second
+//   shrinks the crashing case in fresh jobs, one per candidate.
 //   A rank whose kernel (or a library it calls) calls MPI_Abort, in a program that links
 //   shardcheck::pmpi, writes
 //     shardcheck: rank 1 called MPI_Abort (error code 1) while running a case
@@ -24,8 +26,9 @@ namespace shardcheck::prop::last_words {
 // Once per process, after MPI_Init: the handlers, and whether this rank is the one that speaks
 // on an interrupt.
 void install(int rank, bool leader);
-// The replay line of the case this rank is about to run; idle() when it is done.
-void running(const std::string& replay);
+// The replay line of the case this rank is about to run, and the command that shrinks it should
+// it crash (driver.hpp shrink_command; empty: none); idle() when it is done.
+void running(const std::string& replay, const std::string& shrink = {});
 void idle();
 // The leader's verdicts so far, as an interrupt prints them (the table, its failures).
 void finished(std::string text);
