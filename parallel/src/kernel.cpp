@@ -413,9 +413,8 @@ void complete_and_validate(const kernel& s, run_case& c) {
   // axis.
   for (const tensor_slot& t : tensors_of(c)) {
     const layout l = s.placement(t, c);
-    if (std::count_if(l.begin(), l.end(), [](const placement& pl) {
-          return pl.what == placement::kind::partial;
-        }) > 1)
+    if (std::count_if(l.begin(), l.end(),
+                      [](const placement& pl) { return pl.what == placement::kind::partial; }) > 1)
       throw invalid_problem(who + name_of(t, c) +
                             " is partial on more than one mesh axis; an input may be P on one");
   }

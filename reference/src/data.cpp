@@ -267,9 +267,8 @@ template float partial_share<float>(float, value_mode, std::uint64_t, std::uint3
                                     std::uint64_t, int, int, int);
 template double partial_share<double>(double, value_mode, std::uint64_t, std::uint32_t,
                                       std::uint64_t, std::uint64_t, int, int, int);
-template bfloat16_t partial_share<bfloat16_t>(bfloat16_t, value_mode, std::uint64_t,
-                                              std::uint32_t, std::uint64_t, std::uint64_t, int,
-                                              int, int);
+template bfloat16_t partial_share<bfloat16_t>(bfloat16_t, value_mode, std::uint64_t, std::uint32_t,
+                                              std::uint64_t, std::uint64_t, int, int, int);
 template half_t partial_share<half_t>(half_t, value_mode, std::uint64_t, std::uint32_t,
                                       std::uint64_t, std::uint64_t, int, int, int);
 template void fill_block<half_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,

@@ -238,9 +238,9 @@ TYPED_TEST(data_test, zero_inf_puts_zeros_beside_nonfinite_rows_and_columns) {
 // bulk sits on every coordinate for some elements, and the offsets take both signs.
 TYPED_TEST(data_test, partial_shares_sum_exactly_in_any_order_and_are_asymmetric) {
   using T = TypeParam;
-  for (value_mode mode : {value_mode::exact, value_mode::uniform, value_mode::wide,
-                          value_mode::cancel, value_mode::nonfinite, value_mode::positive,
-                          value_mode::zero_inf})
+  for (value_mode mode :
+       {value_mode::exact, value_mode::uniform, value_mode::wide, value_mode::cancel,
+        value_mode::nonfinite, value_mode::positive, value_mode::zero_inf})
     for (int parts = 1; parts <= 5; ++parts) {
       SCOPED_TRACE(std::string(to_string(mode)) + " parts " + std::to_string(parts));
       std::vector<std::size_t> bulk_on(static_cast<std::size_t>(parts), 0);

@@ -42,15 +42,14 @@ class partial_x final : public sc::kernel {
   }
 
   // X's sum is exact (the shares sum to X in any order), so the chains are the local products'.
-  [[nodiscard]] sc::claims cost(const sc::run_case& c,
-                                std::span<const int> coords) const override {
+  [[nodiscard]] sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
     const std::size_t es = shardcheck::size_of(c.prob.type);
     const std::int64_t mk = c.prob.M * c.prob.K;
     sc::claims out;
     if (rule_ == rule::reduce)
-      out.collectives = sc::claims::collective_claim{
-          {sc::all_reduce_entry(c.backend, mk, coords[0], c.p, es)},
-          {sc::all_reduce_entry(c.backend, mk, coords[0], c.p, es)}};
+      out.collectives =
+          sc::claims::collective_claim{{sc::all_reduce_entry(c.backend, mk, coords[0], c.p, es)},
+                                       {sc::all_reduce_entry(c.backend, mk, coords[0], c.p, es)}};
     out.chains = std::vector<sc::chain_lengths>{{c.prob.K, c.prob.N, c.prob.M}};
     return out;
   }
@@ -63,7 +62,8 @@ class partial_x final : public sc::kernel {
         for (T& v : whole.data) v = T(0);
       if (rule_ == rule::scaled)
         for (T& v : whole.data) v *= static_cast<T>(c.p);
-      if (rule_ == rule::reduce || rule_ == rule::rank0_share) world.all_reduce_sum<T>(whole.span());
+      if (rule_ == rule::reduce || rule_ == rule::rank0_share)
+        world.all_reduce_sum<T>(whole.span());
       product(c, whole, w[0], y);
     });
   }
