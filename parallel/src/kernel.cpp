@@ -409,6 +409,15 @@ void complete_and_validate(const kernel& s, run_case& c) {
     for (const placement& pl : s.placement(t, c))
       if (pl.what == placement::kind::partial)
         throw invalid_problem(who + name_of(t, c) + " is left partial; outputs must be R, S or BC");
+  // An input placed P holds a share of each element per coordinate (ref::partial_share), on one
+  // axis.
+  for (const tensor_slot& t : tensors_of(c)) {
+    const layout l = s.placement(t, c);
+    if (std::count_if(l.begin(), l.end(),
+                      [](const placement& pl) { return pl.what == placement::kind::partial; }) > 1)
+      throw invalid_problem(who + name_of(t, c) +
+                            " is partial on more than one mesh axis; an input may be P on one");
+  }
   // A block-cyclic dimension: a valid block size and source, on that axis alone (a dimension
   // dealt cyclically is sharded on no other axis), and a checked block count (cyclic_runs).
   for (const tensor_slot& t : tensors_of(c)) {

@@ -91,6 +91,38 @@ TEST(complete_and_validate, rejects_an_on_past_the_mesh) {
   }
 }
 
+// X placed P on the axes given, on a mesh of p × 1; everything else replicated.
+class partial_x final : public kernel {
+ public:
+  explicit partial_x(layout x) : info_(named("partial_x")), x_(std::move(x)) {}
+  [[nodiscard]] const kernel_info& info() const override { return info_; }
+  [[nodiscard]] std::vector<int> mesh_dims(const run_case& c) const override { return {c.p, 1}; }
+  [[nodiscard]] layout placement(tensor_slot t, const run_case&) const override {
+    return t.t == tensor::x ? x_ : layout{placement::R(), placement::R()};
+  }
+  void forward(context&, const run_case&, const forward_io&) const override {}
+  void backward(context&, const run_case&, const backward_io&) const override {}
+
+ private:
+  kernel_info info_;
+  layout x_;
+};
+
+// An input is partial on one mesh axis at most (its shares are split along one).
+TEST(complete_and_validate, rejects_an_input_partial_on_two_axes) {
+  run_case one = run_case::parse("strategy=partial_x p=2 M=2 N=2 K=2");
+  EXPECT_NO_THROW(complete_and_validate(partial_x({placement::P(), placement::R()}), one));
+  run_case two = run_case::parse("strategy=partial_x p=2 M=2 N=2 K=2");
+  try {
+    complete_and_validate(partial_x({placement::P(), placement::P()}), two);
+    FAIL() << "validated";
+  } catch (const invalid_problem& e) {
+    EXPECT_NE(std::string(e.what()).find("X is partial on more than one mesh axis"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(plan_of, the_header_example) {
   // data_parallel, p = 3, M = 7, N = 5, K = 4, part.M = 3,2,2, on rank 1 (coords {1}).
   const kernel& dp = builtin("data_parallel");

@@ -892,7 +892,7 @@ rank_inputs inputs_of(const par::case_plan& plan, const par::run_case& c) {
   rank_inputs in;
   for (const par::tensor_plan& t : plan.tensors) {
     if (!t.is_input()) continue;
-    any_matrix m = case_block(c, t);
+    any_matrix m = case_block(c, plan, t);
     if (t.slot.t == tensor::x)
       in.x = std::move(m);
     else if (t.slot.t == tensor::dy)

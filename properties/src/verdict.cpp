@@ -63,15 +63,48 @@ matrix<T> case_values(const par::run_case& c, tensor_slot t, std::int64_t row0, 
   return case_values<T>(c, t, std::span(&r, rows > 0 ? 1 : 0), std::span(&q, cols > 0 ? 1 : 0));
 }
 
-any_matrix case_block(const par::run_case& c, const par::tensor_plan& t) {
+namespace {
+// An input placed P on mesh axis `axis`: each element replaced by this rank's share of it
+// (ref::partial_share), at its global indices.
+template <class T>
+matrix<T> shares_of(const par::run_case& c, const par::case_plan& plan, const par::tensor_plan& t,
+                    std::size_t axis, matrix<T> m) {
   const auto rows = par::runs_of_rows(t.region), cols = par::runs_of_cols(t.region);
+  const int grid = c.mode == value_mode::exact ? std::max(ref::exact_grid_of(c.prob), 0) : 3;
+  const int coord = plan.coords.at(axis), parts = plan.dims.at(axis);
+  std::size_t i = 0;
+  for (const par::index_run& r : rows)
+    for (std::int64_t gi = r.offset; gi < r.offset + r.length; ++gi, ++i) {
+      std::size_t j = 0;
+      for (const par::index_run& q : cols)
+        for (std::int64_t gj = q.offset; gj < q.offset + q.length; ++gj, ++j)
+          m.row(i)[j] = ref::partial_share<T>(m.row(i)[j], c.mode, c.seed, t.data_id,
+                                              static_cast<std::uint64_t>(gi),
+                                              static_cast<std::uint64_t>(gj), coord, parts, grid);
+    }
+  return m;
+}
+
+template <class T>
+any_matrix block_values(const par::run_case& c, const par::case_plan& plan,
+                        const par::tensor_plan& t) {
+  matrix<T> m = case_values<T>(c, t.slot, par::runs_of_rows(t.region), par::runs_of_cols(t.region));
+  for (std::size_t a = 0; a < t.where.size(); ++a)
+    if (t.where[a].what == par::placement::kind::partial)
+      return shares_of<T>(c, plan, t, a, std::move(m));
+  return m;
+}
+}  // namespace
+
+any_matrix case_block(const par::run_case& c, const par::case_plan& plan,
+                      const par::tensor_plan& t) {
   switch (c.prob.type) {
-    case dtype::f32: return case_values<float>(c, t.slot, rows, cols);
-    case dtype::bf16: return case_values<bfloat16_t>(c, t.slot, rows, cols);
-    case dtype::f16: return case_values<half_t>(c, t.slot, rows, cols);
+    case dtype::f32: return block_values<float>(c, plan, t);
+    case dtype::bf16: return block_values<bfloat16_t>(c, plan, t);
+    case dtype::f16: return block_values<half_t>(c, plan, t);
     case dtype::f64: break;
   }
-  return case_values<double>(c, t.slot, rows, cols);
+  return block_values<double>(c, plan, t);
 }
 
 // --- the statistical tier ---------------------------------------------------------------------

@@ -27,6 +27,14 @@ constexpr std::uint64_t finish(std::uint64_t prefix, std::uint64_t col) {
   return mix(prefix ^ col);
 }
 
+// zero_inf mode's rows and columns that hold non-finite values: about one in eight of each, drawn
+// per (seed, tensor, axis, index).
+constexpr std::uint64_t row_salt = 0x2545f4914f6cdd1dULL, col_salt = 0x9fb21c651e98df25ULL;
+constexpr bool hot(std::uint64_t seed, std::uint32_t tensor, std::uint64_t salt,
+                   std::uint64_t index) {
+  return (mix(mix(mix(seed ^ salt) ^ tensor) ^ index) & 7) == 0;
+}
+
 // Uniform integer in [0, n) from the top 32 bits of h.
 constexpr std::uint64_t below(std::uint64_t h, std::uint64_t n) { return ((h >> 32) * n) >> 32; }
 
@@ -92,8 +100,9 @@ float exact_value(std::uint64_t h) {
 }
 
 // exact mode at grid 2^−g: j·2^−g, j uniform in [−2^g, 2^g]; g = 3 gives (below(h, 17) − 8)/8.
+// `crossing`: the element lies in a hot row and a hot column (zero_inf mode's non-finite places).
 template <class T>
-T from_hash(value_mode mode, std::uint64_t h, int grid) {
+T from_hash(value_mode mode, std::uint64_t h, int grid, bool crossing) {
   using C = wide_t<T>;
   constexpr int D = digits<T>;
   const std::uint64_t h2 = mix(h ^ 0x5851f42d4c957f2dULL);
@@ -125,6 +134,18 @@ T from_hash(value_mode mode, std::uint64_t h, int grid) {
       }
       break;
     case value_mode::positive: v = unit<C, D>(h); break;
+    case value_mode::zero_inf:
+      v = uniform<C, D>(h);
+      if (crossing && (h2 & 1) != 0) {
+        switch (below(h2, 3)) {
+          case 0: v = std::numeric_limits<C>::quiet_NaN(); break;
+          case 1: v = std::numeric_limits<C>::infinity(); break;
+          default: v = -std::numeric_limits<C>::infinity(); break;
+        }
+      } else if (((h2 >> 1) & 3) == 0) {
+        v = (h2 & 8) != 0 ? -C(0) : C(0);
+      }
+      break;
   }
   return static_cast<T>(v);
 }
@@ -145,7 +166,9 @@ template <class T>
 T element(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::uint64_t row,
           std::uint64_t col, int grid) {
   check_grid(grid);
-  return from_hash<T>(mode, counter_hash(seed, tensor, row, col), grid);
+  const bool crossing = mode == value_mode::zero_inf && hot(seed, tensor, row_salt, row) &&
+                        hot(seed, tensor, col_salt, col);
+  return from_hash<T>(mode, counter_hash(seed, tensor, row, col), grid, crossing);
 }
 
 template <class T>
@@ -157,12 +180,70 @@ void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::
   if (ld < cols)
     throw error("fill_block: ld = " + std::to_string(ld) +
                 " is smaller than cols = " + std::to_string(cols));
+  const bool zero_inf = mode == value_mode::zero_inf;
   for (std::uint64_t r = 0; r < rows; ++r) {
     const std::uint64_t prefix = row_prefix(seed, tensor, row0 + r);
+    const bool hot_row = zero_inf && hot(seed, tensor, row_salt, row0 + r);
     T* row = out + r * ld;
     for (std::uint64_t c = 0; c < cols; ++c)
-      row[c] = from_hash<T>(mode, finish(prefix, col0 + c), grid);
+      row[c] = from_hash<T>(mode, finish(prefix, col0 + c), grid,
+                            hot_row && hot(seed, tensor, col_salt, col0 + c));
   }
+}
+
+template <class T>
+T partial_share(T v, value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::uint64_t row,
+                std::uint64_t col, int coord, int parts, int grid) {
+  check_grid(grid);
+  if (parts < 1 || coord < 0 || coord >= parts)
+    throw error("partial_share: coordinate " + std::to_string(coord) + " of " +
+                std::to_string(parts));
+  if (parts == 1) return v;
+  using C = wide_t<T>;
+  constexpr int D = digits<T>;
+  const C x = static_cast<C>(v);
+  if (x == C(0) && std::signbit(x)) return v;
+  const std::uint64_t h = mix(counter_hash(seed, tensor, row, col) ^ 0xd1b54a32d192ed03ULL);
+  const int bulk = static_cast<int>(below(h, static_cast<std::uint64_t>(parts)));
+  // The grid 2^q and the bound L on |every share and partial sum| / 2^q.
+  int q = 1 - D;
+  std::int64_t limit = std::int64_t{1} << (D - 1);  // uniform's grid, for 0 and non-finite v
+  if (mode == value_mode::exact) {
+    if constexpr (std::is_same_v<T, bfloat16_t>) {
+      q = 0;
+      limit = 1;
+    } else if constexpr (std::is_same_v<T, half_t>) {
+      q = -1;
+      limit = 2;
+    } else {
+      q = -grid;
+      limit = std::int64_t{1} << grid;
+    }
+  } else if (std::isfinite(x) && x != C(0)) {
+    int e = 0;
+    (void)std::frexp(x, &e);  // |x| in [2^(e−1), 2^e): its ulp is 2^(e − D)
+    q = std::max(e - D, std::numeric_limits<T>::min_exponent - D);
+    limit = (std::int64_t{1} << D) - 1;
+  }
+  const std::int64_t m = std::isfinite(x) ? static_cast<std::int64_t>(std::ldexp(x, -q)) : 0;
+  const std::int64_t mag = m < 0 ? -m : m;
+  // Offsets toward zero (of v's sign: they shrink the bulk) total at most L/2; away from it at
+  // most L − |m|, so that the bulk and every partial sum stay within L.
+  const auto others = static_cast<std::uint64_t>(parts - 1);
+  const auto toward = static_cast<std::uint64_t>(limit / 2) / others;
+  const auto away = static_cast<std::uint64_t>(limit - mag) / others;
+  const auto offset = [&](int r) {
+    const std::uint64_t hr = mix(h ^ (static_cast<std::uint64_t>(r) + 1) * 0x9e3779b97f4a7c15ULL);
+    const bool same = (hr & 1) != 0;
+    const auto size = static_cast<std::int64_t>(below(hr, (same ? toward : away) + 1));
+    return (same == (m < 0)) ? -size : size;
+  };
+  if (coord != bulk) return static_cast<T>(std::ldexp(static_cast<C>(offset(coord)), q));
+  if (!std::isfinite(x)) return v;
+  std::int64_t rest = m;
+  for (int r = 0; r < parts; ++r)
+    if (r != bulk) rest -= offset(r);
+  return static_cast<T>(std::ldexp(static_cast<C>(rest), q));
 }
 
 template float element<float>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
@@ -182,6 +263,14 @@ template half_t element<half_t>(value_mode, std::uint64_t, std::uint32_t, std::u
 template void fill_block<bfloat16_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
                                      std::uint64_t, std::uint64_t, std::uint64_t, bfloat16_t*,
                                      std::size_t, int);
+template float partial_share<float>(float, value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
+                                    std::uint64_t, int, int, int);
+template double partial_share<double>(double, value_mode, std::uint64_t, std::uint32_t,
+                                      std::uint64_t, std::uint64_t, int, int, int);
+template bfloat16_t partial_share<bfloat16_t>(bfloat16_t, value_mode, std::uint64_t, std::uint32_t,
+                                              std::uint64_t, std::uint64_t, int, int, int);
+template half_t partial_share<half_t>(half_t, value_mode, std::uint64_t, std::uint32_t,
+                                      std::uint64_t, std::uint64_t, int, int, int);
 template void fill_block<half_t>(value_mode, std::uint64_t, std::uint32_t, std::uint64_t,
                                  std::uint64_t, std::uint64_t, std::uint64_t, half_t*, std::size_t,
                                  int);

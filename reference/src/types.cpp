@@ -46,6 +46,7 @@ std::string_view to_string(value_mode m) {
     case value_mode::cancel: return "cancel";
     case value_mode::nonfinite: return "nonfinite";
     case value_mode::positive: return "positive";
+    case value_mode::zero_inf: return "zero_inf";
   }
   return "?";
 }
@@ -75,9 +76,9 @@ weight_layout parse_weight_layout(std::string_view s) {
 
 value_mode parse_value_mode(std::string_view s) {
   for (value_mode m : {value_mode::exact, value_mode::uniform, value_mode::wide, value_mode::cancel,
-                       value_mode::nonfinite, value_mode::positive})
+                       value_mode::nonfinite, value_mode::positive, value_mode::zero_inf})
     if (s == to_string(m)) return m;
-  unknown("value mode", s, "exact|uniform|wide|cancel|nonfinite|positive");
+  unknown("value mode", s, "exact|uniform|wide|cancel|nonfinite|positive|zero_inf");
 }
 
 activation parse_activation(std::string_view s) {

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "naive.hpp"
@@ -12,8 +14,8 @@
 namespace shardcheck::ref::test {
 namespace {
 
-constexpr value_mode modes[] = {value_mode::exact, value_mode::uniform, value_mode::wide,
-                                value_mode::cancel, value_mode::nonfinite};
+constexpr value_mode modes[] = {value_mode::exact,  value_mode::uniform,   value_mode::wide,
+                                value_mode::cancel, value_mode::nonfinite, value_mode::zero_inf};
 constexpr auto x_id = static_cast<std::uint32_t>(tensor_id::x);
 constexpr auto w_id = static_cast<std::uint32_t>(tensor_id::w);
 
@@ -182,6 +184,128 @@ TYPED_TEST(data_test, nonfinite_is_uniform_with_about_one_in_thirty_two_replaced
   EXPECT_GT(nan, 0u);
   EXPECT_GT(pos_inf, 0u);
   EXPECT_GT(neg_inf, 0u);
+}
+
+// zero_inf: exact zeros of both signs in about one element in four; NaN, +Inf and -Inf only where
+// a hot row crosses a hot column (about 1/8 of each), half the elements there; the rest uniform.
+TYPED_TEST(data_test, zero_inf_puts_zeros_beside_nonfinite_rows_and_columns) {
+  using T = TypeParam;
+  const std::size_t n = 256;
+  std::size_t zeros = 0, negative_zeros = 0, nan = 0, pos_inf = 0, neg_inf = 0;
+  std::set<std::uint64_t> rows, cols;
+  for (std::uint64_t r = 0; r < n; ++r)
+    for (std::uint64_t c = 0; c < n; ++c) {
+      const T v = element<T>(value_mode::zero_inf, 3, x_id, r, c);
+      if (std::isnan(v) || std::isinf(v)) {
+        rows.insert(r);
+        cols.insert(c);
+        ++(std::isnan(v) ? nan : v > 0 ? pos_inf : neg_inf);
+      } else if (v == T(0)) {
+        ++zeros;
+        negative_zeros += std::signbit(v) ? 1 : 0;
+      } else {
+        ASSERT_EQ(bits(v), bits(element<T>(value_mode::uniform, 3, x_id, r, c)));
+      }
+    }
+  EXPECT_GT(zeros, n * n / 5);
+  EXPECT_LT(zeros, n * n * 3 / 10);
+  EXPECT_GT(negative_zeros, zeros * 2 / 5);
+  EXPECT_LT(negative_zeros, zeros * 3 / 5);
+  // Non-finite values in about an eighth of the rows and of the columns, and about half the
+  // elements where they cross (n²/128 in all).
+  EXPECT_GT(rows.size(), n / 12);
+  EXPECT_LT(rows.size(), n / 5);
+  EXPECT_GT(cols.size(), n / 12);
+  EXPECT_LT(cols.size(), n / 5);
+  const std::size_t nonfinite = nan + pos_inf + neg_inf;
+  EXPECT_GT(nonfinite, n * n / 256);
+  EXPECT_LT(nonfinite, n * n / 64);
+  EXPECT_GT(nan, 0u);
+  EXPECT_GT(pos_inf, 0u);
+  EXPECT_GT(neg_inf, 0u);
+  // Another tensor's hot rows are others.
+  std::size_t same = 0;
+  for (std::uint64_t r : rows) {
+    bool hot = false;
+    for (std::uint64_t c = 0; c < n && !hot; ++c)
+      hot = !std::isfinite(element<T>(value_mode::zero_inf, 3, w_id, r, c));
+    same += hot ? 1 : 0;
+  }
+  EXPECT_LT(same, rows.size() / 2);
+}
+
+// Partial inputs: the shares of a value sum to it exactly in every order and every tree, the
+// bulk sits on every coordinate for some elements, and the offsets take both signs.
+TYPED_TEST(data_test, partial_shares_sum_exactly_in_any_order_and_are_asymmetric) {
+  using T = TypeParam;
+  for (value_mode mode :
+       {value_mode::exact, value_mode::uniform, value_mode::wide, value_mode::cancel,
+        value_mode::nonfinite, value_mode::positive, value_mode::zero_inf})
+    for (int parts = 1; parts <= 5; ++parts) {
+      SCOPED_TRACE(std::string(to_string(mode)) + " parts " + std::to_string(parts));
+      std::vector<std::size_t> bulk_on(static_cast<std::size_t>(parts), 0);
+      std::size_t positive = 0, negative = 0, one_share_is_v = 0;
+      const std::size_t count = 400;
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const T v = element<T>(mode, 8, x_id, i / 20, i % 20);
+        std::vector<T> s;
+        for (int r = 0; r < parts; ++r)
+          s.push_back(partial_share<T>(v, mode, 8, x_id, i / 20, i % 20, r, parts));
+        std::vector<int> order(static_cast<std::size_t>(parts));
+        for (int r = 0; r < parts; ++r) order[static_cast<std::size_t>(r)] = r;
+        do {
+          T left = s[static_cast<std::size_t>(order[0])];  // ((s0 + s1) + s2) + …
+          for (int r = 1; r < parts; ++r) left += s[static_cast<std::size_t>(order[r])];
+          std::vector<T> level;  // pairwise, a tree
+          for (int r : order) level.push_back(s[static_cast<std::size_t>(r)]);
+          while (level.size() > 1) {
+            std::vector<T> next;
+            for (std::size_t k = 0; k + 1 < level.size(); k += 2)
+              next.push_back(level[k] + level[k + 1]);
+            if (level.size() % 2 == 1) next.push_back(level.back());
+            level.swap(next);
+          }
+          for (const T sum : {left, level[0]}) {
+            if (std::isnan(v))
+              ASSERT_TRUE(std::isnan(sum)) << i;
+            else
+              ASSERT_EQ(bits(sum), bits(v)) << i << " " << v;
+          }
+        } while (std::next_permutation(order.begin(), order.end()));
+        std::size_t largest = 0;
+        for (std::size_t r = 1; r < s.size(); ++r)
+          if (std::fabs(s[r]) > std::fabs(s[largest])) largest = r;
+        if (std::isfinite(v) && v != T(0)) ++bulk_on[largest];
+        bool holds_v = false;
+        for (const T share : s) {
+          positive += share > T(0) ? 1 : 0;
+          negative += share < T(0) ? 1 : 0;
+          holds_v = holds_v || bits(share) == bits(v);
+        }
+        one_share_is_v += parts > 1 && holds_v && std::isfinite(v) && v != T(0) ? 1 : 0;
+      }
+      if (parts == 1) continue;
+      for (std::size_t on : bulk_on) {
+        EXPECT_GT(on, count / (4 * bulk_on.size())) << "asymmetric";
+      }
+      // Exact mode's grid is coarse (eighths within [-1, 1]): more offsets are 0 there.
+      const std::size_t signed_at_least =
+          count * static_cast<std::size_t>(parts) / (mode == value_mode::exact ? 8 : 4);
+      EXPECT_GT(positive, signed_at_least);
+      EXPECT_GT(negative, signed_at_least);
+      if (mode != value_mode::exact) {
+        EXPECT_LT(one_share_is_v, count / 10);
+      }
+    }
+}
+
+TEST(partial_share, minus_zero_and_bad_coordinates) {
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(bits(partial_share<double>(-0.0, value_mode::uniform, 1, x_id, 0, 0, r, 3)),
+              bits(-0.0));
+  EXPECT_THROW((void)partial_share<double>(1.0, value_mode::uniform, 1, x_id, 0, 0, 3, 3), error);
+  EXPECT_THROW((void)partial_share<double>(1.0, value_mode::uniform, 1, x_id, 0, 0, 0, 0), error);
+  EXPECT_EQ(partial_share<float>(0.75f, value_mode::uniform, 1, x_id, 0, 0, 0, 1), 0.75f);
 }
 
 TEST(fill_block, leading_dimension_smaller_than_columns_throws) {

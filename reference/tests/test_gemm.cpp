@@ -171,6 +171,34 @@ TYPED_TEST(gemm_test, nonfinite_positions_match_naive_loop) {
   EXPECT_GT(nonfinite_seen, 0u);
 }
 
+// zero_inf data: the reference GEMM forms every product, 0·Inf and 0·NaN included, so an output
+// whose only non-finite terms meet zeros is NaN, as in the naive loop; a forward that skips
+// zero activations (X) leaves some of them finite or infinite.
+TYPED_TEST(gemm_test, zero_inf_products_reach_the_result) {
+  using T = TypeParam;
+  std::size_t skipping_differs = 0;
+  for (weight_layout l : layouts)
+    for (shape s : shapes())
+      for (op o : ops) {
+        SCOPED_TRACE(describe(o, l, s));
+        const auto d = make_data<T>(value_mode::zero_inf, 5, l, s);
+        const auto got = run_ref(o, l, s, d);
+        const auto want = run_naive(o, l, s, d);
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(classify(got[i]), classify(want[i])) << "index " << i;
+        if (o != op::forward) continue;
+        for (std::size_t i = 0; i < s.m; ++i)
+          for (std::size_t j = 0; j < s.n; ++j) {
+            T acc = 0;
+            for (std::size_t k = 0; k < s.k; ++k)
+              if (d.x[i * s.k + k] != T(0)) acc += d.x[i * s.k + k] * w_at(l, d.w, s, j, k);
+            if (classify(acc) != classify(got[i * s.n + j])) ++skipping_differs;
+          }
+      }
+  EXPECT_GT(skipping_differs, 0u);
+}
+
 TYPED_TEST(gemm_test, transpose_combinations_honour_leading_dimensions_alpha_and_beta) {
   using T = TypeParam;
   const std::size_t m = 7, n = 5, k = 11, pad = 3;

@@ -22,8 +22,9 @@ TEST(types, names_round_trip) {
   for (weight_layout l : {weight_layout::out_in, weight_layout::in_out})
     EXPECT_EQ(parse_weight_layout(to_string(l)), l);
   for (value_mode m : {value_mode::exact, value_mode::uniform, value_mode::wide, value_mode::cancel,
-                       value_mode::nonfinite})
+                       value_mode::nonfinite, value_mode::positive, value_mode::zero_inf})
     EXPECT_EQ(parse_value_mode(to_string(m)), m);
+  EXPECT_EQ(to_string(value_mode::zero_inf), "zero_inf");
   EXPECT_EQ(to_string(dtype::f32), "f32");
   EXPECT_EQ(to_string(weight_layout::in_out), "in_out");
   EXPECT_EQ(to_string(value_mode::nonfinite), "nonfinite");
@@ -42,7 +43,7 @@ TEST(types, parse_errors_name_the_accepted_spellings) {
             std::string::npos);
   EXPECT_NE(message_of([] {
               (void)parse_value_mode("random");
-            }).find("exact|uniform|wide|cancel|nonfinite|positive"),
+            }).find("exact|uniform|wide|cancel|nonfinite|positive|zero_inf"),
             std::string::npos);
 }
 

@@ -23,7 +23,7 @@ using mutants::fire_log;
 using par::collective;
 using par::layer_position;
 
-constexpr std::array<old_mutant, 30> old_table{{
+constexpr std::array<old_mutant, 31> old_table{{
     {"dp_drop_last_shard", "mutant.ag_drop_last@data_parallel", property::forward},
     {"dp_reversed_order", "mutant.ag_reversed@data_parallel", property::forward},
     {"dp_no_dw_all_reduce", "mutant.ar_skipped@data_parallel", property::backward},
@@ -55,6 +55,7 @@ constexpr std::array<old_mutant, 30> old_table{{
     {"rp_partials_in_bf16", "mutant.partials_in_storage@row_parallel", property::forward},
     {"rp_acc_in_bf16", "mutant.acc_in_storage@row_parallel", property::forward},
     {"rp_reduces_in_bf16", "mutant.reduce_in_bf16@row_parallel", property::forward},
+    {"cp_skips_zeros", "mutant.skips_zeros@column_parallel", property::forward},
 }};
 
 // What a strategy's claims list, over the sampled cases.
@@ -276,6 +277,10 @@ const algorithm_op algorithm_ops[] = {
      "summa"},
     {{"keeps_activations", "1F1B: activations kept until the step ends", "kernel"},
      "pipeline_1f1b"},
+    {{"skips_zeros",
+      "column parallel: the local product skips zero activations (0·Inf never reaches Y)",
+      "kernel"},
+     "column_parallel"},
     {{"dw_over_world", "hybrid mesh: dW all-reduced over the whole mesh, not the dp axis",
       "all_reduce"},
      "hybrid_mesh"},

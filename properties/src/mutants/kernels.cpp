@@ -261,6 +261,54 @@ class keeps_activations final : public kernel_decorator {
   }
 };
 
+// Column parallel whose local product skips zero activations (x = 0 terms never formed, as a
+// sparsity-aware kernel does): forward runs as usual, then each rank recomputes its M×n_r block
+// of Y from X (replicated) and its W block, adding only the terms of non-zero x, in a wider
+// accumulator rounded once (within every bound the strategy claims). Only the terms 0·w with w
+// NaN or ±Inf change anything (0·Inf = NaN never reaches Y): an act counts such a skipped term.
+// Y left sharded (gather=0), f32 and f64 only.
+class skips_zeros final : public kernel_decorator {
+ public:
+  skips_zeros(const par::kernel& inner, std::string name, std::shared_ptr<fire_log> log)
+      : kernel_decorator(inner, std::move(name), std::move(log)) {
+    info_.dtypes = {dtype::f64, dtype::f32};
+    info_.policies = {};
+    for (par::param_spec& ps : info_.params)
+      if (ps.name == "gather") ps.min = ps.max = ps.fallback = 0;
+  }
+  void forward(par::context& ctx, const par::run_case& c,
+               const par::forward_io& io) const override {
+    inner_.forward(ctx, c, io);
+    if (c.param("gather") != 0) return;
+    std::visit(
+        [&](auto& y) {
+          using T = typename std::decay_t<decltype(y.data)>::value_type;
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+            using A = std::conditional_t<std::is_same_v<T, float>, double, long double>;
+            const auto& x = std::get<par::matrix<T>>(io.x);
+            const auto& w = std::get<par::matrix<T>>(io.ws[0]);
+            const bool out_in = c.prob.layout == weight_layout::out_in;
+            bool skipped_nonfinite = false;
+            for (std::size_t i = 0; i < y.rows; ++i)
+              for (std::size_t j = 0; j < y.cols; ++j) {
+                A acc = 0;
+                for (std::size_t k = 0; k < x.cols; ++k) {
+                  const T wv = out_in ? w.row(j)[k] : w.row(k)[j];
+                  if (x.row(i)[k] == T(0)) {
+                    skipped_nonfinite = skipped_nonfinite || !std::isfinite(wv);
+                    continue;
+                  }
+                  acc += static_cast<A>(x.row(i)[k]) * static_cast<A>(wv);
+                }
+                y.row(i)[j] = static_cast<T>(acc);
+              }
+            if (skipped_nonfinite) fired();
+          }
+        },
+        io.y);
+  }
+};
+
 // Ends a decorator's forward for its layer: `active` false again, however forward ends.
 template <class State>
 struct forward_scope {
@@ -481,6 +529,7 @@ algorithm_mutant make_algorithm_mutant(const std::string& op, const par::kernel&
   if (op == "ignores_bucket") return {std::make_unique<ignores_bucket>(host, name, log), {}};
   if (op == "padded_buckets") return {std::make_unique<padded_buckets>(host, name, log), {}};
   if (op == "keeps_activations") return {std::make_unique<keeps_activations>(host, name, log), {}};
+  if (op == "skips_zeros") return {std::make_unique<skips_zeros>(host, name, log), {}};
   if (op == "reuses_buffer") {
     auto state = std::make_shared<reuse_state>();
     return {std::make_unique<reuses_buffer_kernel>(host, name, log, state),

@@ -125,6 +125,9 @@ class default_claims final : public kernel_decorator {
 //                                       forward)
 //   keeps_activations  pipeline_1f1b    backward holds, in tracked memory, the boundaries of the
 //                                       micro-batches 1F1B frees and GPipe keeps (memory)
+//   skips_zeros        column_parallel  forward's local product skips zero activations, so
+//                                       0·Inf = NaN never reaches Y (gather=0, f32 and f64;
+//                                       forward, on zero_inf data)
 //   dw_over_world      hybrid_mesh      a layer above the checker on axis 0: dW's all-reduce
 //                                       sent to the whole mesh's comm, every rank's buffer
 //                                       padded to the largest (ledger: the axis; backward)

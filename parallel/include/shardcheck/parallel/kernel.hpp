@@ -73,9 +73,9 @@ inline constexpr weight_layout all_layouts[] = {weight_layout::out_in, weight_la
 inline constexpr precision f32_policy{dtype::f32, dtype::f32};
 inline constexpr precision storage_reduce_policies[] = {{dtype::f32, dtype::bf16},
                                                         {dtype::f32, dtype::f16}};
-inline constexpr value_mode all_modes[] = {value_mode::exact,     value_mode::uniform,
-                                           value_mode::wide,      value_mode::cancel,
-                                           value_mode::nonfinite, value_mode::positive};
+inline constexpr value_mode all_modes[] = {
+    value_mode::exact,     value_mode::uniform,  value_mode::wide,    value_mode::cancel,
+    value_mode::nonfinite, value_mode::positive, value_mode::zero_inf};
 
 // What a kernel takes, as data (kernel_info::takes); a case outside it is declined: the generators
 // never draw it, shrinking never moves to it, verify counts the draws declined, and a replay line

@@ -49,8 +49,10 @@ template <class T>
 [[nodiscard]] par::matrix<T> case_values(const par::run_case& c, par::tensor_slot t,
                                          std::int64_t row0, std::int64_t rows, std::int64_t col0,
                                          std::int64_t cols);
-// Block `region` of input t in the case's dtype.
-[[nodiscard]] par::any_matrix case_block(const par::run_case& c, const par::tensor_plan& t);
+// Block `region` of input t in the case's dtype, as this rank of `plan` holds it: for an input
+// placed P on a mesh axis, this coordinate's share of each element (ref::partial_share).
+[[nodiscard]] par::any_matrix case_block(const par::run_case& c, const par::case_plan& plan,
+                                         const par::tensor_plan& t);
 
 // --- the statistical tier ---------------------------------------------------------------------
 

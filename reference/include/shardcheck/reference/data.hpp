@@ -28,4 +28,21 @@ void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::
                 std::uint64_t rows, std::uint64_t col0, std::uint64_t cols, T* out,
                 std::size_t ld = 0, int grid = 3);
 
+// An input placed P (partial sums pending) on a mesh axis of `parts` coordinates: the share of
+// value v (element (row, col) of tensor `tensor`, generated in `mode`) that coordinate `coord`
+// holds. The shares sum to v exactly, in any order and any tree (every partial sum is an
+// integer multiple of one power of two 2^q below 2^D·2^q, D the dtype's significand bits), and
+// they are asymmetric: which coordinate holds the bulk is drawn per element, the others hold
+// offsets of random magnitude and sign on the same grid (2^q: v's ulp; in exact mode the mode's
+// grid, every share and partial sum within [-1, 1] so exact sums stay exact). A rule that reads
+// one share as the value, scales one share by p or takes a fixed coordinate's share fails on
+// most elements. NaN and ±Inf go to the bulk coordinate whole (the offsets are finite); −0 is
+// −0 on every coordinate (+0 + −0 would be +0). parts = 1 gives v.
+// Example (f32, p = 3): v = 0.75 = 3·2^23·2^-24 (q = −24) might split as 0.5078125, −0.0078125,
+// 0.25 — in any order the partial sums are multiples of 2^-24 below 1.
+template <class T>
+[[nodiscard]] T partial_share(T v, value_mode mode, std::uint64_t seed, std::uint32_t tensor,
+                              std::uint64_t row, std::uint64_t col, int coord, int parts,
+                              int grid = 3);
+
 }  // namespace shardcheck::ref

@@ -40,12 +40,16 @@ enum class weight_layout { out_in, in_out };
 // uniform: uniform in [-1, 1]. wide: random sign and mantissa, exponents over [-16, 16].
 // cancel: terms of ±2^12 scale mixed with small ones, so sums cancel and small terms are lost.
 // nonfinite: uniform, with about one element in 32 replaced by NaN, +Inf or -Inf.
+// zero_inf: uniform, with one element in four an exact zero (+0 or −0) and, in about one row in
+// eight and one column in eight of each tensor, half the elements where they cross NaN, +Inf or
+// −Inf: 0·Inf = NaN terms reach the sums, and most outputs stay finite (the rows and columns
+// hold the non-finite values whatever K is, so a sum meets a few, not K/32).
 // positive: uniform in [0, 1) (what a ReLU layer feeds): nothing cancels, |Y| = |X||W|ᵀ, so a
 // bound relative to |X||W|ᵀ is relative to the result itself. With mean-zero data at K = 16384,
 // |Y| is ~√K against |X||W|ᵀ ~ K, and any bound relative to |X||W|ᵀ spans several ulps of Y.
-enum class value_mode { exact, uniform, wide, cancel, nonfinite, positive };
+enum class value_mode { exact, uniform, wide, cancel, nonfinite, positive, zero_inf };
 // How many there are, for tables indexed by them (the last enumerator + 1).
-inline constexpr std::size_t value_mode_count = static_cast<std::size_t>(value_mode::positive) + 1;
+inline constexpr std::size_t value_mode_count = static_cast<std::size_t>(value_mode::zero_inf) + 1;
 // Between the layers of a stack (stack.hpp): identity, or relu(h) = h > 0 ? h : 0.
 enum class activation { identity, relu };
 
