@@ -388,8 +388,10 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   int evaluated = 0, over_limit = 0;
   bool failing = false;
   // Whether the first failure found reproduced in fewer than all of its re-runs: then a shrink
-  // runs each candidate up to 1 + o.reruns times, and keeps it if one of its runs fails.
+  // runs each candidate up to `candidate_runs` times, as many as a failure at the measured rate
+  // needs to show with 99 % probability (repeat_for: 21 at 1 of 8), and keeps it if one fails.
   bool intermittent = false;
+  int candidate_runs = 1;
   draw_tally tally;
   const auto gen = case_for(*s.k, world_.size(), o.pins, &tally);
   const auto property = rc::gen::exec([&]() -> evaluation {
@@ -402,7 +404,8 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
         return {evaluation::discard, "above the memory limit"};
       }
       case_verdict v = run(c, o.mask);
-      if (v.failed == 0 && intermittent) v = run_until_failure(c, o.mask, ~0U, o.reruns).v;
+      if (v.failed == 0 && intermittent)
+        v = run_until_failure(c, o.mask, ~0U, candidate_runs - 1).v;
       ++evaluated;
       if (!failing) ++report.cases;
       if (o.progress && clock::now() - last_progress > std::chrono::seconds(5)) {
@@ -422,7 +425,11 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
       report.not_claimed |= v.not_claimed;
       report.not_measured |= v.not_measured;
       if (v.failed != 0) {
-        if (!failing && o.reruns > 0) intermittent = reproduce(c, o.mask, v, o.reruns) < o.reruns;
+        if (!failing && o.reruns > 0) {
+          const int reproduced = reproduce(c, o.mask, v, o.reruns);
+          intermittent = reproduced < o.reruns;
+          if (intermittent) candidate_runs = repeat_for(reproduced, o.reruns);
+        }
         failing = true;
         report.failure = v;
         report.replay = c.to_string();
@@ -472,8 +479,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
   if (failing && o.local_minimum) {
     if (o.progress)
       std::fprintf(stderr, "  %s: simplifying the failing case to a local minimum\n", name.c_str());
-    shrunk m = minimize(s, par::run_case::parse(report.replay), report.failure, o,
-                        intermittent ? 1 + o.reruns : 1);
+    shrunk m = minimize(s, par::run_case::parse(report.replay), report.failure, o, candidate_runs);
     report.failure = m.v;
     report.replay = m.c.to_string();
     report.shrink_runs = m.runs;
@@ -487,10 +493,13 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
     report.reproduced =
         reproduce(par::run_case::parse(report.replay), o.mask, report.failure, o.reruns);
     // Found intermittent only now (its first failure reproduced in every re-run): the final pass
-    // again, each candidate run up to 1 + reruns times, and the case it ends at measured.
+    // again, each candidate run as many times as its measured rate asks, and the case it ends at
+    // measured.
     if (report.reproduced < o.reruns && !intermittent && o.local_minimum) {
       intermittent = true;
-      shrunk m = minimize(s, par::run_case::parse(report.replay), report.failure, o, 1 + o.reruns);
+      candidate_runs = repeat_for(report.reproduced, o.reruns);
+      shrunk m =
+          minimize(s, par::run_case::parse(report.replay), report.failure, o, candidate_runs);
       report.failure = m.v;
       report.replay = m.c.to_string();
       report.shrink_runs += m.runs;
