@@ -17,6 +17,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "corpus.hpp"
 #include "shardcheck/parallel/comm.hpp"
 #include "shardcheck/properties/exit_codes.hpp"
 #include "shardcheck/properties/last_words.hpp"
@@ -185,6 +186,20 @@ const CLI::Validator& not_empty() {
   static const CLI::Validator v(
       [](const std::string& text) { return text.empty() ? std::string("must not be empty") : ""; },
       "TEXT");
+  return v;
+}
+
+const CLI::Validator& replay_line_length() {
+  static const CLI::Validator v(
+      [](std::string& line) {
+        try {
+          corpus::check_length(line, "--replay");
+        } catch (const error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      },
+      "", "replay line length");
   return v;
 }
 

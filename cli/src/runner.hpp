@@ -48,6 +48,9 @@ struct usage_error : error {
 [[nodiscard]] const CLI::Validator& within_64_bits();
 // Any value but the empty one (`--p ''` would otherwise read as the default).
 [[nodiscard]] const CLI::Validator& not_empty();
+// A replay line no longer than a corpus line may be (corpus::check_length), refused before MPI
+// starts.
+[[nodiscard]] const CLI::Validator& replay_line_length();
 
 // Writes `text` to `path` whole or not at all (a temporary name beside it, then rename; a path
 // that is no regular file, /dev/null, is written in place). Throws usage_error naming the path

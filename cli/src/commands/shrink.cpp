@@ -276,16 +276,7 @@ runner::command shrink(CLI::App& app, const catalogue& cat, const std::string& p
       "candidate: shrink --replay LINE -- <launch command, e.g. mpirun -n 4 --oversubscribe>");
   cmd->add_option("--replay", o->replay, "The case line to shrink (verify's replay line's case)")
       ->required()
-      ->check(CLI::Validator(
-          [](std::string& line) {
-            try {
-              corpus::check_length(line, "--replay");
-            } catch (const error& e) {
-              return std::string(e.what());
-            }
-            return std::string();
-          },
-          "", "replay line length"));
+      ->check(runner::replay_line_length());
   cmd->add_option("--property", o->properties,
                   "Properties each candidate's verify checks (as verify --property)")
       ->capture_default_str();

@@ -851,16 +851,7 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
 
   p_opt->check(runner::not_empty())->check(CLI::Range(1, par::max_parts));
   // Before MPI starts: a line past 128 KiB is refused as it is parsed.
-  replay_opt->check(CLI::Validator(
-      [](std::string& line) {
-        try {
-          corpus::check_length(line, "--replay");
-        } catch (const error& e) {
-          return std::string(e.what());
-        }
-        return std::string();
-      },
-      "", "replay line length"));
+  replay_opt->check(runner::replay_line_length());
   return {verify, [] { return true; }, [o, &cat, program] { return do_verify(cat, *o, program); }};
 }
 
