@@ -887,6 +887,7 @@ std::string_view to_string(error_shape s) {
   switch (s) {
     case error_shape::none: return "none";
     case error_shape::nonfinite: return "nonfinite";
+    case error_shape::lost_nonfinite: return "lost_nonfinite";
     case error_shape::zero: return "zero";
     case error_shape::multiple: return "multiple";
     case error_shape::permuted: return "permuted";
@@ -1004,6 +1005,16 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
   if (nans + infs > 0) {
     d.detail = std::to_string(nans) + " NaN, " + std::to_string(infs) + " Inf";
     return done(error_shape::nonfinite);
+  }
+  // A number (or Inf) where the reference is NaN, a number where it is Inf.
+  for (std::size_t i : bad) {
+    const double g = fits.value(i), r = r_at(i);
+    if (std::isnan(r) && !std::isnan(g)) ++nans;
+    if (std::isinf(r) && std::isfinite(g)) ++infs;
+  }
+  if (nans + infs > 0) {
+    d.detail = std::to_string(nans) + " NaN, " + std::to_string(infs) + " Inf";
+    return done(error_shape::lost_nonfinite);
   }
   if (all_bad([](std::size_t) { return 0.0; }, 1.0)) return done(error_shape::zero);
   for (int k = 2; k <= std::max(ctx.ranks, 2); ++k)
@@ -1335,6 +1346,10 @@ std::string describe(const diagnosis& d, const par::block& b) {
         what = d.detail + " (shard ← the shard it holds)";
       else
         what = d.detail;
+      break;
+    case error_shape::lost_nonfinite:
+      what = "a number where the reference has " + d.detail +
+             " (a product skipped: 0·Inf or a NaN input never reached the sum)";
       break;
     case error_shape::transposed: what = "the reference transposed"; break;
     case error_shape::partial_only:

@@ -259,6 +259,30 @@ TEST(ErrorShape, NonFinite) {
   EXPECT_EQ(d.detail, "1 NaN, 1 Inf");
 }
 
+TEST(ErrorShape, LostNonFinite) {
+  // A product skipped where an input is 0 and its partner Inf: R has NaN (0·Inf) and Inf there,
+  // C a number, or Inf where R is NaN (the other terms' Inf kept, the NaN lost).
+  reference_parts x = parts();
+  std::vector<double> c = x.r;
+  x.r[3] = std::numeric_limits<double>::quiet_NaN();
+  x.r[4] = std::numeric_limits<double>::quiet_NaN();
+  c[4] = std::numeric_limits<double>::infinity();
+  x.r[7] = -std::numeric_limits<double>::infinity();
+  const diagnosis d = run(c, x);
+  EXPECT_EQ(d.shape, error_shape::lost_nonfinite);
+  EXPECT_EQ(d.detail, "2 NaN, 1 Inf");
+  EXPECT_EQ(d.bad, 3);
+}
+
+TEST(ErrorShape, SameNonFiniteIsNoShape) {
+  // NaN where R is NaN and the same Inf where R is Inf are within the bound: nothing to diagnose.
+  reference_parts x = parts();
+  x.r[3] = std::numeric_limits<double>::quiet_NaN();
+  x.r[7] = std::numeric_limits<double>::infinity();
+  const diagnosis d = run(x.r, x);
+  EXPECT_EQ(d.shape, error_shape::none);
+}
+
 TEST(ErrorShape, Other) {
   // Off by half the magnitude: past even bf16's bound (γ_33(bf16) + γ_64 ≈ 0.15·mag), within
   // none of the shapes above.

@@ -283,6 +283,8 @@ template <class T>
 // the shape is applied to R, is within the same bound on every element the shape covers — never a
 // fixed epsilon (exact mode: bit for bit):
 //   nonfinite         NaN or Inf in C where R is finite;
+//   lost_nonfinite    C not NaN where R is NaN, or finite where R is Inf (a product skipped:
+//                     0·Inf or a NaN input never reached the sum);
 //   zero              C = 0 on the out-of-bound elements (a block left untouched or dropped);
 //   multiple          C = k·R there, 2 ≤ k ≤ max(p, 2), within k times the bound (a reduction
 //                     counted k times), or C = R/k within the bound (a sum divided by k: an
@@ -303,6 +305,7 @@ template <class T>
 enum class error_shape : int {
   none,
   nonfinite,
+  lost_nonfinite,
   zero,
   multiple,
   permuted,
