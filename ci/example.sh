@@ -8,8 +8,8 @@
 # checks are then skipped. Extra arguments go to that ctest and skip the docs check.
 #   bash ci/example.sh DIR LABEL TAG PROGRAM [ctest arguments]
 #   bash ci/example.sh DIR LABEL TAG PROGRAM --build-only     installs, configures, builds, stops
-# The work folder is temporary, or $SHARDCHECK_EXAMPLES_WORK/DIR when that is set: ci/test.sh
-# builds the examples there (from nothing) while the tests run, then runs them.
+# The work folder is temporary, or $SHARDCHECK_EXAMPLES_WORK/DIR when that is set (kept: a
+# second run there after --build-only rebuilds nothing).
 # ci/outside_kernel.sh, ci/scalapack_kernel.sh, ci/petsc_kernel.sh and
 # ci/global_arrays_kernel.sh call it for their examples.
 set -euo pipefail
