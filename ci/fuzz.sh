@@ -9,8 +9,7 @@
 # $build/artifacts/<target>-crash-<sha1>. Reproduce with
 #   build-fuzz/fuzz/fuzz_<target> build-fuzz/artifacts/<target>-crash-<sha1>
 #   bash ci/fuzz.sh partition      only the targets named
-#   bash ci/fuzz.sh --build-only   builds the targets and stops (ci/test.sh builds them while the
-#                                  tests run)
+#   bash ci/fuzz.sh --build-only   builds the targets and stops
 # The targets run as many at a time as there are cores, each on a core of its own for its
 # FUZZ_SECONDS.
 set -euo pipefail

@@ -5,8 +5,7 @@
 # ranks, then the raw-MPI outside kernel (examples/outside_kernel) built against that tree's
 # installed package and run through its ctest (label example). Called by ci/test.sh. The
 # system's default MPI is left as it is. SHARDCHECK_MPICH_BUILD names the tree (default:
-# <build>-mpich). `ci/mpich.sh --build-only` builds the tree and stops (ci/test.sh builds it while
-# the tests run).
+# <build>-mpich). `ci/mpich.sh --build-only` builds the tree and stops.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 build=${SHARDCHECK_MPICH_BUILD:-$SHARDCHECK_BUILD-mpich}

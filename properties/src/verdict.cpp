@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <type_traits>
 
 #include "shardcheck/parallel/plan.hpp"
@@ -995,27 +996,22 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
     return d;
   };
 
-  // NaN or Inf where the reference is finite.
-  std::int64_t nans = 0, infs = 0;
-  for (std::size_t i : bad) {
-    const double g = fits.value(i);
-    if (std::isfinite(g) || !std::isfinite(r_at(i))) continue;
-    ++(std::isnan(g) ? nans : infs);
-  }
-  if (nans + infs > 0) {
-    d.detail = std::to_string(nans) + " NaN, " + std::to_string(infs) + " Inf";
-    return done(error_shape::nonfinite);
-  }
-  // A number (or Inf) where the reference is NaN, a number where it is Inf.
+  // NaN or Inf where the reference is finite; else a number (or Inf) where it is NaN, a number
+  // where it is Inf (a product skipped).
+  std::int64_t nans = 0, infs = 0, lost_nans = 0, lost_infs = 0;
   for (std::size_t i : bad) {
     const double g = fits.value(i), r = r_at(i);
-    if (std::isnan(r) && !std::isnan(g)) ++nans;
-    if (std::isinf(r) && std::isfinite(g)) ++infs;
+    if (std::isfinite(r) && !std::isfinite(g)) ++(std::isnan(g) ? nans : infs);
+    if (std::isnan(r) && !std::isnan(g)) ++lost_nans;
+    if (std::isinf(r) && std::isfinite(g)) ++lost_infs;
   }
-  if (nans + infs > 0) {
-    d.detail = std::to_string(nans) + " NaN, " + std::to_string(infs) + " Inf";
-    return done(error_shape::lost_nonfinite);
-  }
+  for (const auto& [n_nan, n_inf, shape] :
+       {std::tuple{nans, infs, error_shape::nonfinite},
+        std::tuple{lost_nans, lost_infs, error_shape::lost_nonfinite}})
+    if (n_nan + n_inf > 0) {
+      d.detail = std::to_string(n_nan) + " NaN, " + std::to_string(n_inf) + " Inf";
+      return done(shape);
+    }
   if (all_bad([](std::size_t) { return 0.0; }, 1.0)) return done(error_shape::zero);
   for (int k = 2; k <= std::max(ctx.ranks, 2); ++k)
     if (all_bad([&](std::size_t i) { return k * r_at(i); }, k)) {
@@ -1348,8 +1344,8 @@ std::string describe(const diagnosis& d, const par::block& b) {
         what = d.detail;
       break;
     case error_shape::lost_nonfinite:
-      what = "a number where the reference has " + d.detail +
-             " (a product skipped: 0·Inf or a NaN input never reached the sum)";
+      what = "the reference's " + d.detail +
+             " lost (a product skipped: 0·Inf or a NaN input never reached the sum)";
       break;
     case error_shape::transposed: what = "the reference transposed"; break;
     case error_shape::partial_only:
