@@ -4,9 +4,9 @@
 //
 // Per (M, B), four timings of the same buckets, taken in turn inside each iteration (the order
 // rotates, so drift and warm caches hit them alike), each the slowest rank's wall time:
-//   t_compute  forward with every gather skipped (compute_only below, through sharded_weights'
-//              start_gathers hook: the same buffers, own-row copies, products and progress
-//              calls, no collective)
+//   t_compute  forward with every gather skipped (the skip_gathers layer below, added to the
+//              comm's stack from outside: the same kernel, buffers, own-row copies, products and
+//              progress calls; no collective reaches MPI)
 //   t_comm     the same gathers one after another, without the products
 //   t_serial   forward with overlap=0: each gather waited for, then its products
 //   t_overlap  forward with overlap=1 (the manual time): gather i+1 in flight during products i
@@ -35,6 +35,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "mpi_bench.hpp"
@@ -52,16 +54,38 @@ constexpr std::int64_t width = 2048;  // N = K
 constexpr std::int64_t w_bytes = width * width * static_cast<std::int64_t>(sizeof(double));
 par::comm* world = nullptr;
 
-// The compute-only baseline: the same buckets, buffers (this rank's rows copied in), products and
-// progress calls as sharded_weights, with no gather started. Its Y is wrong wherever another rank
-// owns W rows, so it is timed only, never checked.
-class compute_only_weights final : public par::sharded_weights {
- protected:
-  [[nodiscard]] bool start_gathers() const override { return false; }
+// The compute-only baseline: a layer above the checker that drops every started all-gather, so
+// the kernel's buffers keep this rank's rows only (and the ledger stays empty). Everything else
+// goes through. Its Y is wrong wherever another rank owns W rows, so it is timed only, never
+// checked.
+class skip_gathers final : public par::collectives {
+ public:
+  explicit skip_gathers(std::unique_ptr<par::collectives> inner) : inner_(std::move(inner)) {}
+  [[nodiscard]] int rank() const override { return inner_->rank(); }
+  [[nodiscard]] int size() const override { return inner_->size(); }
+  [[nodiscard]] MPI_Comm native_handle() const override { return inner_->native_handle(); }
+  par::traffic run(const par::call& c) override { return inner_->run(c); }
+  void start(const par::call& c) override {
+    if (c.kind != par::collective::all_gather) inner_->start(c);
+  }
+  bool test() override { return inner_->test(); }
+  par::traffic wait() override { return inner_->wait(); }
+  [[nodiscard]] MPI_Request send(const par::message& m) override { return inner_->send(m); }
+  void wait_send(MPI_Request& r) override { inner_->wait_send(r); }
+  std::int64_t recv(const par::message& m) override { return inner_->recv(m); }
+
+ private:
+  std::unique_ptr<par::collectives> inner_;
 };
 
+par::stack_options without_gathers(const par::backend_spec& b) {
+  return {b, [](std::unique_ptr<par::collectives> inner, par::layer_position where, int) {
+            if (where == par::layer_position::below) return inner;
+            return std::unique_ptr<par::collectives>(new skip_gathers(std::move(inner)));
+          }};
+}
+
 const par::sharded_weights strategy;
-const compute_only_weights compute_only;
 
 par::run_case make_case(std::int64_t m, std::int64_t divisor, int overlap) {
   par::run_case c;
@@ -86,6 +110,8 @@ void sharded_forward(benchmark::State& st) {
   const par::case_plan case_plan = par::plan_of(strategy, overlapped, grid.coords());
   const prop::rank_inputs in = prop::inputs_of(case_plan, overlapped);
   par::context ctx{grid};
+  par::mesh no_wire(*world, strategy.mesh_dims(overlapped), without_gathers(overlapped.backend));
+  par::context compute_ctx{no_wire};
   par::comm& axis = grid.axis(0);
   const par::bucket_plan plan = par::plan_buckets(overlapped);
   const par::partition& rows = overlapped.part(par::weight_row_key(overlapped));
@@ -110,7 +136,7 @@ void sharded_forward(benchmark::State& st) {
       const par::forward_io io{in.x, in.ws, y};
       double t = 0;
       if (which == compute) {
-        t = bench::timed(*world, [&] { compute_only.forward(ctx, overlapped, io); });
+        t = bench::timed(*world, [&] { strategy.forward(compute_ctx, overlapped, io); });
       } else if (which == comm) {
         t = bench::timed(*world, gathers_only);
       } else if (which == serial_fw) {

@@ -96,13 +96,12 @@ namespace {
 
 // Streams W's buckets through at most two buffers: acquire(i) returns bucket i gathered (and, with
 // overlap, has started bucket i+1's gather into a buffer of its own); release() frees bucket i.
-// gathers = false: the buffers get this rank's rows only.
 template <class T>
 class bucket_stream {
  public:
   bucket_stream(comm& world, const matrix<T>& w, const partition& rows, const bucket_plan& plan,
-                bool overlap, bool gathers)
-      : world_(world), w_(w), rows_(rows), plan_(plan), overlap_(overlap), gathers_(gathers) {}
+                bool overlap)
+      : world_(world), w_(w), rows_(rows), plan_(plan), overlap_(overlap) {}
   ~bucket_stream() {
     try {
       world_.wait_pending();  // never free a buffer MPI may still write
@@ -133,16 +132,14 @@ class bucket_stream {
     if (b > a)
       std::copy_n(w_.row(static_cast<std::size_t>(a - rows_.offset(r))),
                   static_cast<std::size_t>((b - a) * plan_.cols), buf + (a - lo) * plan_.cols);
-    if (gathers_)
-      world_.start_all_gather<T>(std::span<T>(buf, n),
-                                 world_.window_counts(rows_, lo, hi, plan_.cols));
+    world_.start_all_gather<T>(std::span<T>(buf, n), world_.window_counts(rows_, lo, hi, plan_.cols));
   }
 
   comm& world_;
   const matrix<T>& w_;
   const partition& rows_;
   bucket_plan plan_;
-  bool overlap_, gathers_;
+  bool overlap_;
   mem::tracked_vector<T> current_, next_;
 };
 
@@ -207,7 +204,7 @@ void sharded_weights::forward(context& ctx, const run_case& c, const forward_io&
     mem::tracked_vector<float> x_keep;
     const A* xa = wide_view<T>(x.data.data(), x.data.size(), x_keep);
     const bool overlap = c.param("overlap") != 0;
-    bucket_stream<T> stream(world, w, c.part(weight_row_key(c)), plan, overlap, start_gathers());
+    bucket_stream<T> stream(world, w, c.part(weight_row_key(c)), plan, overlap);
     const bool pieces = plan.count > 1;
     for (std::int64_t i = 0; i < plan.count; ++i) {
       const T* wb = stream.acquire(i);
@@ -254,7 +251,7 @@ void sharded_weights::backward(context& ctx, const run_case& c, const backward_i
     const A* xa = wide_view<T>(x.data.data(), x.data.size(), x_keep);
     const A* dya = wide_view<T>(dy.data.data(), dy.data.size(), dy_keep);
     const bool overlap = c.param("overlap") != 0;
-    bucket_stream<T> stream(world, w, wrows, plan, overlap, true);
+    bucket_stream<T> stream(world, w, wrows, plan, overlap);
     const bool pieces = plan.count > 1;
     for (std::int64_t i = 0; i < plan.count; ++i) {
       const T* wb = stream.acquire(i);

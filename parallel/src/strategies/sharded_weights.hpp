@@ -48,9 +48,6 @@
 // dtype and widened to f32 for their products; Y and dX are summed in f32 across the buckets and
 // rounded once; each bucket's dW partial is f32 and reduce-scattered as the policy says
 // (mixed_ops.hpp). The f32 copies are added to both peaks.
-//
-// Protected hook (forward only; the default is the algorithm above), for the benchmark:
-//   start_gathers()  false: own rows only, no gather (bench/sharded.cpp's compute-only run)
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -85,11 +82,6 @@ class sharded_weights : public kernel {
   [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
   void forward(context& ctx, const run_case& c, const forward_io& io) const override;
   void backward(context& ctx, const run_case& c, const backward_io& io) const override;
-
- protected:
-  // Forward starts each bucket's gather; if not, a buffer holds this rank's rows only (the rest
-  // is left as allocated) and the ledger stays empty.
-  [[nodiscard]] virtual bool start_gathers() const { return true; }
 
  private:
   kernel_info info_;
