@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "shardcheck/parallel/flight.hpp"
 #include "shardcheck/parallel/memory.hpp"
 
 namespace shardcheck::par {
@@ -126,6 +127,7 @@ MPI_Op sum_op(dtype t) {
 
 void comm_handle::freer::operator()(MPI_Comm c) const {
   if (c == MPI_COMM_NULL || c == MPI_COMM_WORLD || c == MPI_COMM_SELF) return;
+  if (flight::abandoned(c)) return;  // a call abandoned on it may never end (flight.hpp)
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (finalised == 0) MPI_Comm_free(&c);

@@ -16,6 +16,7 @@
 
 #include <rapidcheck.h>
 
+#include "shardcheck/parallel/flight.hpp"
 #include "shardcheck/properties/exit_codes.hpp"
 #include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/generators.hpp"
@@ -64,14 +65,42 @@ struct driver::watchdog {
           std::chrono::steady_clock::now() >= deadline_) {
         if (speaks_) {
           std::fprintf(stderr,
-                       "shardcheck: watchdog: a case ran longer than %g s (a hung collective?); "
-                       "ending the job.\nreplay: %s\n",
-                       seconds_, line_.c_str());
+                       "shardcheck: watchdog: a case ran longer than %g s: %s; ending the "
+                       "job.\nreplay: %s\n",
+                       seconds_, why().c_str(), line_.c_str());
           std::fflush(stderr);
         }
         std::_Exit(exit_code::watchdog);
       }
     }
+  }
+  // Whether the case was still progressing (flight.hpp's figures, this rank's): a call completed
+  // within the last quarter of the limit (at least 1 s), and no wait as long.
+  std::string why() const {
+    const par::flight::progress now = par::flight::progress_now();
+    const auto t = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+    const double recent = std::max(1.0, seconds_ / 4);
+    const double since_call =
+        now.last_call_ns > 0 ? 1e-9 * static_cast<double>(t - now.last_call_ns) : -1;
+    const double waiting =
+        now.waiting_since_ns > 0 ? 1e-9 * static_cast<double>(t - now.waiting_since_ns) : 0;
+    char out[512];
+    if (waiting >= recent)
+      std::snprintf(out, sizeof out, "rank 0 has waited %.1f s in a call%s%s (a hung call?)",
+                    waiting, now.waiting_in.empty() ? "" : ": ", now.waiting_in.c_str());
+    else if (since_call >= 0 && since_call < recent)
+      std::snprintf(out, sizeof out,
+                    "it was still progressing (rank 0's last call completed %.1f s ago): a slow "
+                    "case, not a hung one (raise --case-timeout)",
+                    since_call);
+    else
+      std::snprintf(out, sizeof out,
+                    "rank 0 has completed no call for %s (a kernel computing, or stuck in itself?)",
+                    since_call >= 0 ? (std::to_string(static_cast<long>(since_call)) + " s").c_str()
+                                    : "the whole case");
+    return out;
   }
   double seconds_;
   bool speaks_;
@@ -169,8 +198,10 @@ driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::
       find_(std::move(find)),
       timeout_(case_timeout_seconds),
       program_(std::move(program)) {
-  for (int p = 1; p <= world_.size(); ++p)
+  for (int p = 1; p <= world_.size(); ++p) {
     subs_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
+    reports_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
+  }
   dog_ = std::make_unique<watchdog>(timeout_, leader());
   last_words::install(world_.rank(), leader());
 }
@@ -195,6 +226,8 @@ case_verdict driver::execute(const std::string& message) {
   const auto mask = static_cast<unsigned>(std::stoul(message.substr(0, space)));
   const std::string line = message.substr(space + 1);
   verdict mine;
+  const std::uint64_t serial = ++serial_;
+  int abandoned = 0;  // the case's p when its ranks were out of step
   dog_->arm(line);
   try {
     par::run_case c = par::run_case::parse(line);
@@ -207,8 +240,12 @@ case_verdict driver::execute(const std::string& message) {
     if (c.p > world_.size())
       throw invalid_problem("the case needs p=" + std::to_string(c.p) + " workers; only " +
                             std::to_string(world_.size()) + " ranks were launched");
-    if (world_.rank() < c.p)
+    if (world_.rank() < c.p) {
+      const par::flight::watch watch(reports_[static_cast<std::size_t>(c.p - 1)].native_handle(),
+                                     serial);
       mine = run_on_rank(*s, c, subs_[static_cast<std::size_t>(c.p - 1)], mask);
+      abandoned = par::flight::case_abandoned() ? c.p : 0;
+    }
   } catch (const std::exception& e) {
     mine.failed |= static_cast<unsigned>(property::runs);
     mine.message = std::string("runs: ") + e.what();
@@ -233,9 +270,11 @@ case_verdict driver::execute(const std::string& message) {
   par::check_mpi(MPI_Allreduce(mine.errors.cells.data(), out.errors.cells.data(),
                                static_cast<int>(error_figures::size * 3), MPI_DOUBLE, MPI_MAX, w),
                  "verdict");
-  long long bytes[4] = {mine.peak_bytes, mine.bound_bytes, mine.recorded_sent, mine.mpi_peak_bytes};
-  long long bytes_all[4] = {0, 0, 0, 0};
-  par::check_mpi(MPI_Allreduce(bytes, bytes_all, 4, MPI_LONG_LONG, MPI_MAX, w), "verdict");
+  long long bytes[5] = {mine.peak_bytes, mine.bound_bytes, mine.recorded_sent, mine.mpi_peak_bytes,
+                        abandoned};
+  long long bytes_all[5] = {0, 0, 0, 0, 0};
+  par::check_mpi(MPI_Allreduce(bytes, bytes_all, 5, MPI_LONG_LONG, MPI_MAX, w), "verdict");
+  const auto retire = static_cast<int>(bytes_all[4]);
   out.failed = failed;
   out.not_claimed = not_claimed & ~failed;
   out.not_measured = not_measured & ~failed & ~out.not_claimed;
@@ -261,6 +300,13 @@ case_verdict driver::execute(const std::string& message) {
       par::check_mpi(MPI_Recv(out.message.data(), n, MPI_CHAR, lowest, 7, w, MPI_STATUS_IGNORE),
                      "verdict message");
     }
+  }
+  // Ranks out of step left calls on the case's communicator that never end: every rank retires it
+  // (never freed) and makes a new one.
+  if (retire > 0) {
+    auto& old = subs_[static_cast<std::size_t>(retire - 1)];
+    if (old.valid()) par::flight::abandon(old.native_handle());
+    old = world_.split(world_.rank() < retire ? 0 : -1, world_.rank());
   }
   dog_->disarm();
   last_words::idle();

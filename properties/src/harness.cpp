@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "shardcheck/parallel/flight.hpp"
 #include "shardcheck/parallel/memory.hpp"
 #include "shardcheck/parallel/pmpi.hpp"
 
@@ -206,6 +207,7 @@ run_result run_once(const par::kernel& k, const par::run_case& c, par::mesh& gri
   const par::pmpi::recording raw(log, true, raw_comms(grid), hook);
   par::context ctx{grid};
   log.set_phase(par::phase::forward);
+  par::flight::phase("forward");
   {
     mem::peak_scope scope;
     k.forward(ctx, c, par::forward_io{in.x, in.ws, r.y});
@@ -213,6 +215,7 @@ run_result run_once(const par::kernel& k, const par::run_case& c, par::mesh& gri
     r.mpi_peak = static_cast<std::int64_t>(scope.mpi_peak());
   }
   log.set_phase(par::phase::backward);
+  par::flight::phase("backward");
   {
     mem::peak_scope scope;
     k.backward(ctx, c, par::backward_io{in.x, in.ws, in.dy, r.dx, r.dws});
@@ -300,6 +303,11 @@ struct case_run {
     if ((v.failed & bit) != 0) return;
     v.failed |= bit;
     if (v.message.empty()) v.message = std::string(to_string(p)) + ": " + msg;
+  }
+  // The ranks out of step (flight.hpp): this message replaces any other, the same on every rank.
+  void out_of_step(const par::flight::out_of_step& e) {
+    v.failed |= static_cast<unsigned>(property::runs);
+    v.message = std::string(to_string(property::runs)) + ": " + e.what();
   }
   void not_claimed(property p) { v.not_claimed |= static_cast<unsigned>(p); }
   void not_measured(property p) { v.not_measured |= static_cast<unsigned>(p); }
@@ -448,12 +456,24 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     describe_block((*plan)[outputs[i]].region, takes_part(outputs[i]),
                    mine.data() + i * share_fields);
   const int p = case_comm.size(), me = case_comm.rank();
-  if (!stack) {  // a stack's reference is whole on every rank: nothing to share
-    all.resize(mine.size() * static_cast<std::size_t>(p));
+  // Every rank's shares (a stack's reference is whole on every rank: it uses none). The first
+  // exchange after the kernel, and a watched one (flight.hpp): a rank that returned early, or left
+  // by an exception, waits here while the others wait in a call it never makes.
+  all.resize(mine.size() * static_cast<std::size_t>(p));
+  {
+    MPI_Request r = MPI_REQUEST_NULL;
     par::check_mpi(
-        MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
-                      static_cast<int>(mine.size()), MPI_UINT64_T, case_comm.native_handle()),
+        MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
+                       static_cast<int>(mine.size()), MPI_UINT64_T, case_comm.native_handle(), &r),
         "reference shares");
+    try {
+      par::flight::wait_returned(r, case_comm.native_handle(), ran ? "" : run.v.message);
+    } catch (const par::flight::out_of_step&) {
+      // Abandoned: MPI may still read and write both buffers.
+      new std::vector<std::uint64_t>(std::move(mine));  // NOLINT(cppcoreguidelines-owning-memory)
+      new std::vector<std::uint64_t>(std::move(all));   // NOLINT(cppcoreguidelines-owning-memory)
+      throw;
+    }
   }
   const std::vector<par::chain_lengths> chains =
       ran ? chains_or_zero(*cl, c) : std::vector<par::chain_lengths>();
@@ -830,15 +850,26 @@ void describe_outputs(const par::case_plan& plan, const run_result& got,
 }
 
 // replicas: ranks holding the same block of an output hold the same bits. Every rank takes part,
-// even after a failure. \note collective over case_comm.
+// even after a failure, and the exchange is made whether replicas is checked or not: it is the
+// watched exchange after the kernel's re-runs (determinism, memory), where a rank that returned
+// early from one waits (flight.hpp). \note collective over case_comm.
 void check_replicas(case_run& run, par::comm& case_comm, const std::vector<tensor_slot>& outputs,
-                    const std::vector<std::uint64_t>& mine) {
-  if (!run.on(property::replicas)) return;
+                    std::vector<std::uint64_t>& mine) {
   std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(case_comm.size()));
+  MPI_Request r = MPI_REQUEST_NULL;
   par::check_mpi(
-      MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
-                    static_cast<int>(mine.size()), MPI_UINT64_T, case_comm.native_handle()),
+      MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
+                     static_cast<int>(mine.size()), MPI_UINT64_T, case_comm.native_handle(), &r),
       "replica exchange");
+  try {
+    par::flight::wait_returned(r, case_comm.native_handle(), "");
+  } catch (const par::flight::out_of_step&) {
+    // Abandoned: MPI may still read and write both buffers.
+    new std::vector<std::uint64_t>(std::move(mine));  // NOLINT(cppcoreguidelines-owning-memory)
+    new std::vector<std::uint64_t>(std::move(all));   // NOLINT(cppcoreguidelines-owning-memory)
+    throw;
+  }
+  if (!run.on(property::replicas)) return;
   for (int q = 0; q < case_comm.size(); ++q) {
     if (q == run.rank) continue;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -916,6 +947,9 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
   std::unique_ptr<par::pmpi::interceptor> hook;
   try {
     grid.emplace(case_comm, s.k->mesh_dims(c), par::stack_options{c.backend, s.wrap});
+    for (int a = 0; a < static_cast<int>(grid->dims().size()); ++a)
+      par::flight::name(grid->axis(a).native_handle(), "axis " + std::to_string(a));
+    par::flight::name(grid->all().native_handle(), "the mesh");
     if (s.raw) {
       std::vector<MPI_Comm> comms;
       for (const par::pmpi::tracked_comm& t : raw_comms(*grid)) comms.push_back(t.comm);
@@ -930,12 +964,20 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
                   " layers: one per layer");
     in.emplace(inputs_of(*plan, c));
     first.emplace(run_once(*s.k, c, *grid, *in, *cl, run.hook));
+  } catch (const par::flight::out_of_step& e) {
+    run.out_of_step(e);
+    return run.v;  // no further collective: the case's communicators hold abandoned calls
   } catch (const std::exception& e) {
     run.fail(property::runs, e.what());
   }
   const bool ran = first.has_value();
-  check_outputs(run, case_comm, ran ? &*plan : nullptr, ran ? &*cl : nullptr,
-                ran ? &*first : nullptr);
+  try {
+    check_outputs(run, case_comm, ran ? &*plan : nullptr, ran ? &*cl : nullptr,
+                  ran ? &*first : nullptr);
+  } catch (const par::flight::out_of_step& e) {
+    run.out_of_step(e);
+    return run.v;
+  }
   if (ran) try {
       check_ledger(run, *cl, *first);
       check_memory(run, *grid, *plan, *cl, *first);
@@ -945,10 +987,17 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
       else if (run.on(property::determinism))
         run.not_claimed(property::determinism);
       describe_outputs(*plan, *first, mine);
+    } catch (const par::flight::out_of_step& e) {
+      run.out_of_step(e);
+      return run.v;
     } catch (const std::exception& e) {
       run.fail(property::runs, e.what());
     }
-  check_replicas(run, case_comm, outputs, mine);
+  try {
+    check_replicas(run, case_comm, outputs, mine);
+  } catch (const par::flight::out_of_step& e) {
+    run.out_of_step(e);
+  }
   return run.v;
 }
 

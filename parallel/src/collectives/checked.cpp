@@ -5,6 +5,7 @@
 
 #include "collectives/native.hpp"
 #include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/flight.hpp"
 #include "shardcheck/parallel/memory.hpp"
 
 namespace shardcheck::par {
@@ -42,12 +43,36 @@ void compare_fingerprint(MPI_Comm comm, std::uint64_t sequence, collective kind,
     h *= 1099511628211ull;
   }
   const auto mine = static_cast<long long>(h >> 1);
-  long long both[2] = {mine, -mine};
+  const flight::call_record record{kind, count, elem_bytes, root, sequence, comm};
+  // Heap-held: a watched exchange the ranks abandon (out of step) keeps its buffer for good.
+  // A plain pointer: a thread_local with a destructor would allocate its registration at the
+  // declaration, in the kernel's measured scope.
+  thread_local long long* held = nullptr;
+  long long* both = nullptr;
   {
-    const mem::mpi_heap in_mpi;  // what MPI allocates is its own, not the kernel's
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, comm), "fingerprint");
+    const mem::mpi_heap in_mpi;  // what MPI allocates is its own, not the kernel's (nor this)
+    if (held == nullptr) held = new long long[2];  // NOLINT(cppcoreguidelines-owning-memory)
+    both = held;
+    both[0] = mine;
+    both[1] = -mine;
+    if (flight::watching()) {
+      MPI_Request r = MPI_REQUEST_NULL;
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, comm, &r),
+                "fingerprint");
+      try {
+        flight::wait_in_call(r, record);
+      } catch (const flight::out_of_step&) {
+        held = nullptr;  // MPI may still write it: kept for good
+        throw;
+      }
+    } else {
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_LONG_LONG, MPI_MAX, comm), "fingerprint");
+    }
   }
-  if (both[0] == -both[1]) return;
+  if (both[0] == -both[1]) {
+    flight::completed(record);
+    return;
+  }
   // Every rank saw the mismatch: each one's call at this index, for the message.
   int size = 0, me = 0;
   MPI_Comm_size(comm, &size);

@@ -5,6 +5,7 @@
 
 #include "pmpi/window.hpp"
 #include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/flight.hpp"
 
 // Defined by wrappers.cpp: present exactly when the program links shardcheck::pmpi.
 extern "C" [[gnu::weak]] void shardcheck_pmpi_wrappers();
@@ -110,7 +111,7 @@ void window::close_rma(MPI_Win w) {
   for (rma_state& r : windows)
     if (r.win == w && r.owned) {
       forget(r.comm);
-      PMPI_Comm_free(&r.comm);
+      if (!flight::abandoned(r.comm)) PMPI_Comm_free(&r.comm);
     }
   std::erase_if(windows, [&](const rma_state& r) { return r.win == w; });
 }
@@ -197,7 +198,7 @@ recording::~recording() {
   if (detail::current == window_.get()) detail::current = nullptr;
   const internal own;
   for (detail::rma_state& r : window_->windows)
-    if (r.owned) PMPI_Comm_free(&r.comm);
+    if (r.owned && !flight::abandoned(r.comm)) PMPI_Comm_free(&r.comm);
   for (detail::axis_group& g : window_->groups) PMPI_Group_free(&g.group);
 }
 

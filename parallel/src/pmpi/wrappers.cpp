@@ -9,6 +9,7 @@
 
 #include "pmpi/window.hpp"
 #include "shardcheck/parallel/comm.hpp"
+#include "shardcheck/parallel/flight.hpp"
 #include "shardcheck/parallel/memory.hpp"
 
 extern "C" void shardcheck_pmpi_wrappers() {}
@@ -649,9 +650,14 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
   return derived(comm, PMPI_Cart_sub(comm, remain_dims, newcomm), newcomm);
 }
 
-// Forgotten whoever frees it: MPI may hand the handle out again.
+// Forgotten whoever frees it: MPI may hand the handle out again. One a call was abandoned on
+// (flight.hpp) is kept: MPI must never reuse it.
 int MPI_Comm_free(MPI_Comm* comm) {
   const mpi_heap in_mpi;
+  if (comm != nullptr && shardcheck::par::flight::abandoned(*comm)) {
+    *comm = MPI_COMM_NULL;
+    return MPI_SUCCESS;
+  }
   if (window* w = shardcheck::par::pmpi::detail::current; w != nullptr && comm != nullptr) {
     const shardcheck::par::pmpi::internal own;
     w->free_comm(*comm);

@@ -132,7 +132,8 @@ class bucket_stream {
     if (b > a)
       std::copy_n(w_.row(static_cast<std::size_t>(a - rows_.offset(r))),
                   static_cast<std::size_t>((b - a) * plan_.cols), buf + (a - lo) * plan_.cols);
-    world_.start_all_gather<T>(std::span<T>(buf, n), world_.window_counts(rows_, lo, hi, plan_.cols));
+    world_.start_all_gather<T>(std::span<T>(buf, n),
+                               world_.window_counts(rows_, lo, hi, plan_.cols));
   }
 
   comm& world_;

@@ -193,6 +193,14 @@ std::vector<fault_op> fault_ops() {
        above,
        maker<mutants::rank0_skips>(),
        [](const usage& u) { return !u.claimed || u.any_shared; }},
+      {{"last_rank_stops",
+        "the last rank makes no collective after its first on a comm, as a kernel returning "
+        "early: the others wait in a call it never makes (ranks out of step)",
+        "any collective"},
+       above,
+       maker<mutants::last_rank_stops>(),
+       // Not where ranks also wait on messages (a receive is not watched: a hang, not `runs`).
+       [](const usage& u) { return u.claimed && u.any_shared && !u.sends; }},
       {{"extra_barrier", "a barrier before a comm's first collective that no claim states",
         "any collective"},
        above,

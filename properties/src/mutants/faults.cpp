@@ -281,32 +281,38 @@ traffic a2a_reversed::run(const call& c) {
 
 // --- any collective -------------------------------------------------------------------------
 
-bool rank0_skips::acts(const call& c) {
+traffic skipping_layer::run(const call& c) {
+  if (!skips(c)) return fault_layer::run(c);
+  fired();
+  instead();
+  return {};
+}
+
+void skipping_layer::start(const call& c) {
+  if (!skips(c)) return fault_layer::start(c);
+  fired();
+  instead();
+  skipped_start_ = true;
+}
+
+bool skipping_layer::test() { return skipped_start_ || fault_layer::test(); }
+
+traffic skipping_layer::wait() {
+  if (!skipped_start_) return fault_layer::wait();
+  skipped_start_ = false;
+  return {};
+}
+
+bool rank0_skips::skips(const call& c) {
   if (done_ || c.kind == collective::barrier || size() < 2) return false;
   done_ = true;
   return rank() == 0;
 }
 
-traffic rank0_skips::run(const call& c) {
-  if (!acts(c)) return fault_layer::run(c);
-  fired();
-  (void)inner().run(call{});
-  return {};
-}
+void rank0_skips::instead() { (void)inner().run(call{}); }
 
-void rank0_skips::start(const call& c) {
-  if (!acts(c)) return fault_layer::start(c);
-  fired();
-  (void)inner().run(call{});
-  skipped_start_ = true;
-}
-
-bool rank0_skips::test() { return skipped_start_ || fault_layer::test(); }
-
-traffic rank0_skips::wait() {
-  if (!skipped_start_) return fault_layer::wait();
-  skipped_start_ = false;
-  return {};
+bool last_rank_stops::skips(const call&) {
+  return size() >= 2 && rank() == size() - 1 && calls_++ > 0;
 }
 
 void extra_barrier::once() {

@@ -210,11 +210,9 @@ class a2a_reversed final : public fault_layer {
 
 // --- any collective (above the checker) -------------------------------------------------------
 
-// Rank 0 skips its first collective (not a barrier) on a comm of two ranks or more, and goes on
-// at once with a barrier in its place, so that the ranks disagree at that very collective (the
-// checker's fingerprint fails every rank: `runs`). A plain skip would be caught only at rank 0's
-// next call on the comm, and never — a hang — if the skipped call was the comm's last.
-class rank0_skips final : public fault_layer {
+// A layer that skips some calls: a skipped call returns at once (a started one is done at once),
+// its buffers as they were, after `instead` (nothing by default).
+class skipping_layer : public fault_layer {
  public:
   using fault_layer::fault_layer;
   par::traffic run(const par::call& c) override;
@@ -223,8 +221,36 @@ class rank0_skips final : public fault_layer {
   par::traffic wait() override;
 
  private:
-  bool acts(const par::call& c);
-  bool done_ = false, skipped_start_ = false;
+  virtual bool skips(const par::call& c) = 0;
+  virtual void instead() {}
+  bool skipped_start_ = false;
+};
+
+// Rank 0 skips its first collective (not a barrier) on a comm of two ranks or more, and goes on
+// at once with a barrier in its place, so that the ranks disagree at that very collective (the
+// checker's fingerprint fails every rank: `runs`). A plain skip would be caught only at rank 0's
+// next call on the comm, or as ranks out of step if it was the comm's last (last_rank_stops).
+class rank0_skips final : public skipping_layer {
+ public:
+  using skipping_layer::skipping_layer;
+
+ private:
+  bool skips(const par::call& c) override;
+  void instead() override;
+  bool done_ = false;
+};
+
+// The last rank of a comm of two ranks or more makes no collective after its first one there
+// (each later call returns at once, its buffers as they were), as a kernel that returns early: the
+// other ranks wait in a call it never makes, the flight recorder's case (flight.hpp: `runs`,
+// "ranks out of step").
+class last_rank_stops final : public skipping_layer {
+ public:
+  using skipping_layer::skipping_layer;
+
+ private:
+  bool skips(const par::call& c) override;
+  int calls_ = 0;
 };
 
 // Every rank issues one barrier the kernel never asked for, before its first collective on the

@@ -146,7 +146,9 @@ class driver {
   lookup find_;
   double timeout_;
   std::string program_;
-  std::vector<par::comm> subs_;  // subs_[p-1]: ranks 0..p-1
+  std::vector<par::comm> subs_;     // subs_[p-1]: ranks 0..p-1
+  std::vector<par::comm> reports_;  // the same ranks, for the flight recorder's reports alone
+  std::uint64_t serial_ = 0;        // cases run, the same on every rank
   struct watchdog;
   std::unique_ptr<watchdog> dog_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> case_log_{nullptr, &std::fclose};
