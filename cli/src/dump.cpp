@@ -2,13 +2,19 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "npy.hpp"
+#include "plotting.hpp"
 #include "runner.hpp"
+#include "shardcheck/parallel/plan.hpp"
 #include "shardcheck/properties/verdict.hpp"
 #include "shardcheck/reference/bound.hpp"
 #include "values.hpp"
@@ -48,10 +54,112 @@ const char* readme_text =
     "                            (0 in exact mode: bitwise), and the largest\n"
     "                            |parallel - oracle| / (u * magnitude)\n"
     "\n"
+    "  y_error.png, dx_error.png, dw_error.png\n"
+    "                            |parallel - reference| / bound over each output (the bound\n"
+    "                            above; exact mode: 0 where equal, 2 where not), the rank\n"
+    "                            blocks outlined and named (ranks holding a block alike\n"
+    "                            together); > 1 is out of bound, 2 or more is drawn as 2; a\n"
+    "                            large output in bins of several elements, each its largest\n"
+    "                            value; gray where no rank held the element\n"
+    "\n"
     "A parallel value no rank held is NaN (case.json counts them as missing).\n";
 
+// A block of an output's elements, [r0, r1) × [c0, c1), and the ranks that hold it ("0,2").
+struct tile {
+  std::int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+  std::string ranks;
+};
+
+// The tiles each rank of c holds of output t (its block, run by run), ranks holding the same tile
+// together.
+std::vector<tile> tiles_of(const par::kernel& k, const par::run_case& c,
+                           const par::tensor_slot& t) {
+  const std::vector<int> dims = k.mesh_dims(c);
+  std::map<std::array<std::int64_t, 4>, std::string> held;
+  for (int r = 0; r < c.p; ++r) {
+    const par::case_plan plan = par::plan_of(k, c, par::coords_of(r, dims));
+    const par::block& b = plan[t].region;
+    for (const par::index_run& rows : par::runs_of_rows(b))
+      for (const par::index_run& cols : par::runs_of_cols(b)) {
+        std::string& who =
+            held[{rows.offset, rows.offset + rows.length, cols.offset, cols.offset + cols.length}];
+        if (!who.empty()) who.push_back(',');
+        who.append(std::to_string(r));
+      }
+  }
+  std::vector<tile> out;
+  for (const auto& [at, ranks] : held) out.push_back({at[0], at[1], at[2], at[3], ranks});
+  return out;
+}
+
+// The picture of one output: ratio (rows × cols, NaN where no rank held the element) in bins of
+// at most 400 per side, each its largest value, the tiles outlined (up to 256; more are left
+// out, and the title says so), drawn by gnuplot into dir/<stem>_error.png.
+void draw_errors(const std::filesystem::path& dir, const std::string& stem, const std::string& name,
+                 std::int64_t rows, std::int64_t cols, const std::vector<double>& ratio,
+                 const std::vector<tile>& tiles) {
+  if (rows == 0 || cols == 0) return;
+  constexpr std::int64_t most = 400;
+  const std::int64_t br = (rows + most - 1) / most, bc = (cols + most - 1) / most;
+  const std::int64_t nr = (rows + br - 1) / br, nc = (cols + bc - 1) / bc;
+  std::vector<double> bins(static_cast<std::size_t>(nr * nc), NAN);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const double v = ratio[static_cast<std::size_t>(i * cols + j)];
+      if (std::isnan(v)) continue;
+      double& b = bins[static_cast<std::size_t>((i / br) * nc + j / bc)];
+      b = std::isnan(b) ? std::min(v, 2.0) : std::max(b, std::min(v, 2.0));
+    }
+  std::ostringstream data;
+  data.precision(6);
+  for (std::int64_t i = 0; i < nr; ++i) {
+    for (std::int64_t j = 0; j < nc; ++j) {
+      const double b = bins[static_cast<std::size_t>(i * nc + j)];
+      data << (j == 0 ? "" : " ");
+      if (std::isnan(b))
+        data << "NaN";
+      else
+        data << b;
+    }
+    data << "\n";
+  }
+  runner::write_file((dir / (stem + "_error.dat")).string(), data.str());
+  std::ostringstream gp;
+  gp << "set terminal pngcairo size 900,760 noenhanced\n"
+     << "set output '" << stem << "_error.png'\n"
+     << "set title '" << name << " (" << rows << " x " << cols
+     << "): |parallel - reference| / bound, rank blocks outlined"
+     << (br * bc > 1 ? ", bins of " + std::to_string(br) + " x " + std::to_string(bc) : "")
+     << (tiles.size() > 256 ? ", " + std::to_string(tiles.size()) + " blocks not drawn" : "")
+     << "'\n"
+     << "set xrange [0:" << cols << "]\nset yrange [" << rows << ":0]\n"
+     << "set xlabel 'column'\nset ylabel 'row'\n"
+     << "set palette defined (0 '#ffffff', 1 '#f0c000', 1.0001 '#e06000', 2 '#900000')\n"
+     << "set cbrange [0:2]\nset cblabel 'error / bound (> 1: out of bound)'\n"
+     << "set datafile missing 'NaN'\n"
+     << "set object 1000 rect from graph 0,0 to graph 1,1 back fc rgb '#c8c8c8' "
+        "fillstyle solid noborder\n";
+  if (tiles.size() <= 256) {
+    int n = 0;
+    for (const tile& t : tiles) {
+      ++n;
+      gp << "set object " << n << " rect from " << t.c0 << "," << t.r0 << " to " << t.c1 << ","
+         << t.r1 << " front fillstyle empty border lc rgb '#3050c0' lw 1.5\n";
+      if (tiles.size() <= 64)
+        gp << "set label " << n << " '"
+           << (t.ranks.find(',') == std::string::npos ? "rank " : "ranks ") << t.ranks << "' at "
+           << 0.5 * static_cast<double>(t.c0 + t.c1) << ","
+           << 0.5 * static_cast<double>(t.r0 + t.r1) << " center front tc rgb '#3050c0'\n";
+    }
+  }
+  gp << "plot '" << stem << "_error.dat' matrix using (($1+0.5)*" << bc << "):(($2+0.5)*" << br
+     << "):3 with image notitle\n";
+  if (!cli_tools::run_gnuplot(dir, stem + "_error.gp", gp.str()))
+    throw error("gnuplot could not draw " + stem + "_error.png");
+}
+
 template <class T>
-json write_typed(const par::run_case& c, const values::gathered& g,
+json write_typed(const par::kernel& k, const par::run_case& c, const values::gathered& g,
                  const std::filesystem::path& dir) {
   const prop::truth<T> t = prop::whole_truth<T>(c);
   const problem& p = c.prob;
@@ -82,6 +190,21 @@ json write_typed(const par::run_case& c, const values::gathered& g,
         tol.bitwise ? (j.max_err > 0 ? INFINITY : 0.0) : std::max(0.0, j.worst.rigorous);
     double worst_oracle = 0;
     std::int64_t nonfinite = 0;
+    // The picture's values: the rigorous tier's share per element (exact mode: 0 or 2).
+    std::vector<double> ratio(par_values.size(), NAN);
+    for (std::size_t e = 0; e < par_values.size(); ++e) {
+      if (std::isnan(gt.value[e]) && !std::isnan(static_cast<double>(o.reference[e]))) continue;
+      const auto got = static_cast<double>(par_values[e]);
+      const auto want = static_cast<double>(o.reference[e]);
+      const double bound = tol.rigorous * o.magnitude[e], err = std::abs(got - want);
+      const bool same = std::memcmp(&par_values[e], &o.reference[e], sizeof(T)) == 0 ||
+                        (std::isnan(got) && std::isnan(want));
+      ratio[e] = same                                                 ? 0.0
+                 : tol.bitwise || !(bound > 0) || !std::isfinite(err) ? 2.0
+                                                                      : err / bound;
+    }
+    if (cli_tools::gnuplot_available())
+      draw_errors(dir, stem, gt.name, o.rows, o.cols, ratio, tiles_of(k, c, gt.slot));
     for (std::size_t e = 0; e < par_values.size(); ++e) {
       const double got = par_values[e], m = o.magnitude[e];
       if (!std::isfinite(got)) {
@@ -145,8 +268,8 @@ void write_case(const prop::subject& s, const par::run_case& c, par::comm& world
       j["u"] = ref::unit_roundoff(c.prob.type);
       j["exact_mode"] = c.mode == value_mode::exact;
       j["chains_claimed"] = g.chains_claimed;
-      j["tensors"] = c.prob.type == dtype::f32 ? write_typed<float>(c, g, dir)
-                                               : write_typed<double>(c, g, dir);
+      j["tensors"] = c.prob.type == dtype::f32 ? write_typed<float>(*s.k, c, g, dir)
+                                               : write_typed<double>(*s.k, c, g, dir);
       bool within = true;
       for (const auto& t : j["tensors"]) within = within && t["within_bound"].get<bool>();
       j["within_bound"] = within;

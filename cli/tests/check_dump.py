@@ -2,8 +2,9 @@
 """Checks what `verify --replay LINE --dump DIR` wrote: every file README.txt names loads with
 numpy.load, with the case's shapes and dtypes; the verdict recomputed from the files (every
 |parallel - reference| within (gamma(k_par) + gamma(k_ref)) * magnitude / (1 - gamma(k_ref) in
-f64), bitwise in exact mode) agrees with verify's exit code and with case.json; the reference is
-within its own rigorous bound of the oracle.
+f64), bitwise in exact mode) agrees with verify's exit code and with case.json, and with the
+pictures' data (<stem>_error.dat, drawn into <stem>_error.png); the reference is within its own
+rigorous bound of the oracle.
 
   check_dump.py DIR CODE -- COMMAND...   runs COMMAND (which must exit CODE: 0 pass, 1 fail)"""
 import json
@@ -74,6 +75,16 @@ def main():
             within = bool(np.all(np.isfinite(par)) and np.all(np.abs(par - ref) <= bound))
         if within != t["within_bound"]:
             raise SystemExit(f"{stem}: numpy says within={within}, case.json {t['within_bound']}")
+        # The picture: a PNG, drawn from error / bound in bins whose largest value passes 1
+        # exactly where the values are out of bound.
+        if par.size > 0:
+            with open(os.path.join(out_dir, f"{stem}_error.png"), "rb") as f:
+                if f.read(8) != b"\x89PNG\r\n\x1a\n":
+                    raise SystemExit(f"{stem}_error.png is not a PNG")
+            drawn = np.atleast_2d(np.loadtxt(os.path.join(out_dir, f"{stem}_error.dat")))
+            if bool(np.nanmax(drawn) <= 1) != within:
+                raise SystemExit(f"{stem}_error.dat: largest error / bound {np.nanmax(drawn)}, "
+                                 f"within={within}")
         within_all = within_all and within
     if within_all != (code == 0):
         raise SystemExit(f"the values say within={within_all}, verify exited {code}")

@@ -330,7 +330,7 @@ std::string state::message() const {
       }
     // "wait in …" is said of one rank as "waits in …".
     std::string text = seen[static_cast<std::size_t>(r)].text;
-    if (same.size() == 1 && text.starts_with("wait in ")) text.insert(4, "s");
+    if (same.size() == 1 && text.starts_with("wait in ")) text = "waits" + text.substr(4);
     out += (first ? " " : "; ") + ranks_text(same) + " " + text;
     first = false;
   }
