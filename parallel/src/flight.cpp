@@ -94,6 +94,21 @@ std::atomic<std::int64_t> last_call_at{0}, waiting_since{0};
 std::mutex waiting_mutex;
 std::string waiting_text;  // guarded by waiting_mutex
 
+// Messages sent to and received from each rank of a reports communicator, over every case.
+struct tally {
+  std::vector<long long> sent, received;
+};
+std::map<MPI_Comm, tally>& tallies() {
+  static std::map<MPI_Comm, tally> t;
+  return t;
+}
+tally& tally_of(MPI_Comm reports, int p) {
+  tally& t = tallies()[reports];
+  t.sent.resize(static_cast<std::size_t>(p), 0);
+  t.received.resize(static_cast<std::size_t>(p), 0);
+  return t;
+}
+
 // Communicators with an abandoned call (shardcheck calls MPI from one thread).
 std::vector<MPI_Comm>& abandoned_list() {
   static std::vector<MPI_Comm> list;
@@ -122,6 +137,7 @@ struct state {
   int due = 0;
   bool confirmed = true;
   std::vector<std::pair<MPI_Request, std::vector<char>>> sends;  // messages not yet delivered
+  tally* counted = nullptr;                                      // this communicator's
 
   std::uint64_t serial_queries = 0;
   std::string label(MPI_Comm c) const;
@@ -193,6 +209,7 @@ void state::send(int q, const report& r) {
   auto& [request, bytes] = sends.back();
   MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, q, report_tag, reports,
             &request);
+  ++counted->sent[static_cast<std::size_t>(q)];
 }
 
 // Reports go to every other rank; a rank's own is kept in seen.
@@ -247,6 +264,7 @@ void state::receive() {
     MPI_Get_count(&st, MPI_BYTE, &n);
     std::vector<char> bytes(static_cast<std::size_t>(std::max(n, 0)));
     MPI_Recv(bytes.data(), n, MPI_BYTE, st.MPI_SOURCE, report_tag, reports, MPI_STATUS_IGNORE);
+    ++counted->received[static_cast<std::size_t>(st.MPI_SOURCE)];
     report r;
     if (!decode(bytes, serial, r)) continue;  // an earlier case's
     const int from = st.MPI_SOURCE;
@@ -352,6 +370,7 @@ watch::watch(MPI_Comm reports, std::uint64_t serial) {
   MPI_Comm_rank(reports, &s->me);
   MPI_Comm_size(reports, &s->p);
   s->seen.resize(static_cast<std::size_t>(s->p));
+  s->counted = &tally_of(reports, s->p);
   s->names.reserve(8);
   open_watch = s.release();
 }
@@ -471,6 +490,28 @@ void wait_returned(MPI_Request& r, MPI_Comm comm, const std::string& note) {
     if (s.has_last) mine.text += " there, its last call " + s.call_text(s.last);
     return mine;
   });
+}
+
+void drain(MPI_Comm reports) {
+  int p = 1;
+  MPI_Comm_size(reports, &p);
+  tally& t = tally_of(reports, p);
+  std::vector<long long> due(static_cast<std::size_t>(p), 0);
+  check_mpi(MPI_Alltoall(t.sent.data(), 1, MPI_LONG_LONG, due.data(), 1, MPI_LONG_LONG, reports),
+            "flight recorder");
+  for (int q = 0; q < p; ++q)
+    for (auto& got = t.received[static_cast<std::size_t>(q)];
+         got < due[static_cast<std::size_t>(q)]; ++got) {
+      MPI_Status st;
+      check_mpi(MPI_Probe(q, report_tag, reports, &st), "flight recorder");
+      int n = 0;
+      MPI_Get_count(&st, MPI_BYTE, &n);
+      std::vector<char> bytes(static_cast<std::size_t>(std::max(n, 0)));
+      check_mpi(MPI_Recv(bytes.data(), n, MPI_BYTE, q, report_tag, reports, MPI_STATUS_IGNORE),
+                "flight recorder");
+    }
+  std::fill(t.sent.begin(), t.sent.end(), 0);
+  std::fill(t.received.begin(), t.received.end(), 0);
 }
 
 void abandon(MPI_Comm c) {

@@ -343,13 +343,21 @@ void driver::log_cases(const std::string& path) {
 void driver::stop() {
   int length = stop_length;
   par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world_.native_handle()), "stop");
+  finish();
+}
+
+// Every rank at the end of the run: the flight recorder's reports no case read are received, so
+// that none is left to MPI_Finalize.
+void driver::finish() {
+  for (par::comm& r : reports_)
+    if (r.valid()) par::flight::drain(r.native_handle());
 }
 
 void driver::serve() {
   while (true) {
     int length = 0;
     par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world_.native_handle()), "command length");
-    if (length == stop_length) return;
+    if (length == stop_length) return finish();
     std::string message(static_cast<std::size_t>(length), '\0');
     par::check_mpi(MPI_Bcast(message.data(), length, MPI_CHAR, 0, world_.native_handle()),
                    "command");

@@ -98,6 +98,11 @@ void wait_in_call(MPI_Request& r, const call_record& what);
 // `note`: why the kernel returned, if not normally (an exception's message), for the report.
 void wait_returned(MPI_Request& r, MPI_Comm comm, const std::string& note);
 
+// Receives every report still unread on `reports`, a communicator watches were opened on: the
+// ranks count what they sent each other there and exchange the counts. Once at the end of a run.
+// \note collective over reports.
+void drain(MPI_Comm reports);
+
 // A communicator a call was abandoned on, never to be freed: abandon(c) marks one (the driver
 // marks the case's communicator on every rank), abandoned(c) asks.
 void abandon(MPI_Comm c);

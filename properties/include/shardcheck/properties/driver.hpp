@@ -142,6 +142,7 @@ class driver {
 
  private:
   case_verdict execute(const std::string& message);
+  void finish();
   par::comm& world_;
   lookup find_;
   double timeout_;
