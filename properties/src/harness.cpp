@@ -108,8 +108,10 @@ std::string shape_mismatch(const par::tensor_plan& t, std::size_t rows, std::siz
 }
 
 // What a rank tells the others of each output it judged, for the failure's text: it failed (1),
-// the shape of its error (verdict.hpp diagnose), whose block it holds, the multiple, the part.
-constexpr std::size_t shape_fields = 6;
+// the shape of its error (verdict.hpp diagnose), whose block it holds, the multiple, the part,
+// and for a kernel with micro-batches the one its first out-of-bound row of Y or dX is in and
+// their count (−1, 0 otherwise).
+constexpr std::size_t shape_fields = 8;
 using shape_record = std::array<int, shape_fields>;
 
 // Judges output t on this rank against `reference()` (called only for a block of this shape with
@@ -117,7 +119,8 @@ using shape_record = std::array<int, shape_fields>;
 // their largest err/u·mag). On a failure, the block is diagnosed (`context()` gives what the
 // diagnosis compares with) into `rec` and the message.
 template <class Reference, class Context>
-std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_matrix& got,
+std::string judge(const par::kernel& k, const par::run_case& c, const par::tensor_plan& t,
+                  const any_matrix& got,
                   const tolerance& tol, int rank, const std::vector<int>& coords, verdict& v,
                   const Reference& reference, const Context& context, shape_record& rec) {
   const block& b = t.region;
@@ -133,10 +136,14 @@ std::string judge(const par::run_case& c, const par::tensor_plan& t, const any_m
   v.worst_error = std::max(v.worst_error, cell.err_u_mag);
   if (!j.first) return {};
   std::string msg = describe(j, tol, where(t.name, b, rank, coords, j.first->row, j.first->col));
-  rec = {1, static_cast<int>(error_shape::other), -1, 0, -1, 0};
+  std::pair<int, int> batch{-1, 0};
+  if (t.slot.t == tensor::y || t.slot.t == tensor::dx)
+    batch = k.micro_batch_of(
+        c, par::global_index(par::runs_of_rows(b), static_cast<std::int64_t>(j.first->row)));
+  rec = {1, static_cast<int>(error_shape::other), -1, 0, -1, 0, batch.first, batch.second};
   try {  // the diagnosis only adds to the message: a failure to make it leaves the shape "other"
     const diagnosis d = diagnose(tol, j, got, want, context());
-    rec = {1, static_cast<int>(d.shape), d.rank, d.k, d.part, d.parts};
+    rec = {1, static_cast<int>(d.shape), d.rank, d.k, d.part, d.parts, batch.first, batch.second};
     msg += "; " + describe(d, b);
   } catch (const std::exception& x) {
     msg += "; shape: other (no diagnosis: " + std::string(x.what()) + ")";
@@ -171,6 +178,46 @@ std::string ranks_text(const std::vector<shape_record>& all, int p, bool& shifte
   shifted = failing > 0 && (on == failing || back == failing);
   return "out of bound on rank" + std::string(failing > 1 ? "s " : " ") + out + " of " +
          std::to_string(p);
+}
+
+// Where a stack or a pipeline first goes wrong, from every rank's records of every output: in
+// backward order, the first layer whose dW is out of bound while every layer after it (whose
+// backward runs first) is within; the first micro-batch whose rows of Y or dX are out of bound.
+// "" when neither applies: "; first diverging: dW of layer 2 of 3 (layer 3's within bound),
+// micro-batch 1 of 4".
+std::string first_diverging(const par::run_case& c, const std::vector<tensor_slot>& outputs,
+                            const std::vector<shape_record>& all, int p) {
+  const std::size_t n = outputs.size();
+  const auto failed = [&](std::size_t i) {
+    for (int q = 0; q < p; ++q)
+      if (all[static_cast<std::size_t>(q) * n + i][0] == 1) return true;
+    return false;
+  };
+  const auto layers = static_cast<int>(c.prob.layers());
+  int layer = -1, batch = -1, batches = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (outputs[i].t == tensor::dw && layers > 1 && failed(i))
+      layer = std::max(layer, static_cast<int>(outputs[i].layer));
+    if (outputs[i].t != tensor::y && outputs[i].t != tensor::dx) continue;
+    for (int q = 0; q < p; ++q) {
+      const shape_record& r = all[static_cast<std::size_t>(q) * n + i];
+      if (r[0] != 1 || r[6] < 0) continue;
+      batches = r[7];
+      batch = batch < 0 ? r[6] : std::min(batch, r[6]);
+    }
+  }
+  std::string out;
+  if (layer >= 0) {
+    out = "dW of layer " + std::to_string(layer + 1) + " of " + std::to_string(layers);
+    if (layer + 1 < layers)
+      out += " (" + std::string(layer + 2 < layers ? "layers " : "layer ") +
+             std::to_string(layer + 2) + (layer + 2 < layers ? "–" + std::to_string(layers) : "") +
+             " within bound)";
+  }
+  if (batch >= 0)
+    out += (out.empty() ? "" : ", ") + std::string("micro-batch ") + std::to_string(batch) +
+           " of " + std::to_string(batches);
+  return out.empty() ? out : "; first diverging: " + out;
 }
 
 struct run_result {
@@ -626,7 +673,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     if (stack || is_storage16(c.prob.type)) {  // the whole stack's, or its own widened reference
       try {
         const std::string bad = judge(
-            c, tp, got->out(t), tol, run.rank, plan->coords, run.v,
+            *run.s.k, c, tp, got->out(t), tol, run.rank, plan->coords, run.v,
             [&] {
               return stack ? whole.block(c, t, tp.region, chains, tier.lambda)
                            : reference_of_block(c, t.t, tp.region, {0, inner});
@@ -689,7 +736,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         if (!error.empty()) throw std::runtime_error(error);
       }
       const std::string bad = judge(
-          c, tp, got->out(t), tol, run.rank, plan->coords, run.v,
+          *run.s.k, c, tp, got->out(t), tol, run.rank, plan->coords, run.v,
           [&]() -> const block_reference& { return e; }, context, shapes[i]);
       if (!bad.empty()) fails.push_back({prop, bad, i});
     } catch (const std::exception& x) {
@@ -705,6 +752,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
                       all_shapes.data(), static_cast<int>(outputs.size() * shape_fields), MPI_INT,
                       case_comm.native_handle()),
         "shape exchange");
+  const std::string diverging = first_diverging(c, outputs, all_shapes, p);
   for (pending& f : fails) {
     if (f.output < outputs.size() && shapes[f.output][0] == 1) {
       std::vector<shape_record> of(static_cast<std::size_t>(p));
@@ -718,7 +766,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         f.message.replace(at, permuted.size(),
                           "shape: shifted (every failing rank holds its neighbour's block), "
                           "holds rank");
-      f.message += "; " + ranks;
+      f.message += "; " + ranks + diverging;
     }
     run.fail(f.prop, f.message);
   }

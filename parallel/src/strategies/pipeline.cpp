@@ -437,6 +437,26 @@ layout pipeline::placement(tensor_slot t, const run_case& c) const {
   return {rows, placement::On(dims[pp_axis] - 1), sharded ? placement::S(1) : placement::R()};
 }
 
+// Each dp rank's rows (all M without data parallelism) in m balanced micro-batches, as make_plan
+// cuts them.
+std::pair<int, int> pipeline::micro_batch_of(const run_case& c, std::int64_t row) const {
+  const auto m = static_cast<int>(c.param("m"));
+  std::int64_t off = 0, rows = c.prob.M;
+  if (mesh_dims(c)[dp_axis] > 1) {
+    const partition& parts = c.part("M");
+    for (int d = 0; d < parts.parts(); ++d)
+      if (row >= parts.offset(d) && row < parts.offset(d) + parts.size(d)) {
+        off = parts.offset(d);
+        rows = parts.size(d);
+      }
+  }
+  for (int i = 0; i < m; ++i) {
+    const auto [lo, n] = balanced_chunk(rows, m, i);
+    if (row - off >= lo && row - off < lo + n) return {i, m};
+  }
+  return {-1, m};
+}
+
 claims pipeline::cost(const run_case& c, std::span<const int> coords) const {
   const plan pl = make_plan(c, coords, mesh_dims(c), c.param("m"));
   const auto es = static_cast<std::int64_t>(pl.es);

@@ -57,6 +57,8 @@ class pipeline : public kernel {
   [[nodiscard]] std::vector<split> extra_splits(const run_case& c) const override;
   [[nodiscard]] layout placement(tensor_slot t, const run_case& c) const override;
   [[nodiscard]] claims cost(const run_case& c, std::span<const int> coords) const override;
+  [[nodiscard]] std::pair<int, int> micro_batch_of(const run_case& c,
+                                                   std::int64_t row) const override;
   void forward(context& ctx, const run_case& c, const forward_io& io) const override;
   void backward(context& ctx, const run_case& c, const backward_io& io) const override;
 

@@ -35,6 +35,10 @@ class kernel_decorator : public par::kernel {
       const par::run_case& c) const override {
     return inner_.library_partitions(c);
   }
+  [[nodiscard]] std::pair<int, int> micro_batch_of(const par::run_case& c,
+                                                   std::int64_t row) const override {
+    return inner_.micro_batch_of(c, row);
+  }
   [[nodiscard]] par::claims cost(const par::run_case& c,
                                  std::span<const int> coords) const override {
     return inner_.cost(c, coords);

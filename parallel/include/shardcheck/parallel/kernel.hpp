@@ -290,6 +290,15 @@ class kernel {
     (void)c;
     return {};
   }
+  // For a kernel that splits its batch into micro-batches (a pipeline): the micro-batch global
+  // row `row` of Y or dX belongs to, and how many there are, {i, m}; {−1, 0} by default. A
+  // failure of a stack or a pipeline names the first micro-batch out of bound.
+  [[nodiscard]] virtual std::pair<int, int> micro_batch_of(const run_case& c,
+                                                           std::int64_t row) const {
+    (void)c;
+    (void)row;
+    return {-1, 0};
+  }
   // The claims for case c at mesh coordinates `coords`. None by default.
   [[nodiscard]] virtual claims cost(const run_case& c, std::span<const int> coords) const {
     (void)c;
