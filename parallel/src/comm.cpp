@@ -127,7 +127,9 @@ MPI_Op sum_op(dtype t) {
 
 void comm_handle::freer::operator()(MPI_Comm c) const {
   if (c == MPI_COMM_NULL || c == MPI_COMM_WORLD || c == MPI_COMM_SELF) return;
-  if (flight::abandoned(c)) return;  // a call abandoned on it may never end (flight.hpp)
+  // A call abandoned on it, or on any communicator of an out-of-step case, may never end.
+  if (flight::abandoned(c) || flight::keeps_communicators()) return;
+  flight::forget(c);
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (finalised == 0) MPI_Comm_free(&c);

@@ -42,38 +42,51 @@ struct report {
   std::vector<std::int64_t> members;  // in_call: its communicator's ranks, as ranks of the case
   std::string text;                   // what the message says of this rank
   std::int64_t wait = 0;              // which of the rank's watched waits this is
+  // How far the rank got in this run of the kernel, per communicator it called on: its ranks (as
+  // ranks of the case) and the calls completed there, as {n, rank_1 … rank_n, calls} in turn.
+  std::vector<std::int64_t> progress;
 };
 
-// The message: {serial, what, index, member count, wait}, the members, then the text.
+// The message: {serial, what, index, member count, wait, progress count}, the members, the
+// progress, then the text.
 std::vector<char> encode(std::uint64_t serial, const report& r) {
-  const std::int64_t head[5] = {
-      static_cast<std::int64_t>(serial), static_cast<std::int64_t>(r.what),
-      static_cast<std::int64_t>(r.index), static_cast<std::int64_t>(r.members.size()), r.wait};
-  std::vector<char> out(sizeof head + r.members.size() * sizeof(std::int64_t) + r.text.size());
+  const std::int64_t head[6] = {static_cast<std::int64_t>(serial),
+                                static_cast<std::int64_t>(r.what),
+                                static_cast<std::int64_t>(r.index),
+                                static_cast<std::int64_t>(r.members.size()),
+                                r.wait,
+                                static_cast<std::int64_t>(r.progress.size())};
+  const std::size_t ints = r.members.size() + r.progress.size();
+  std::vector<char> out(sizeof head + ints * sizeof(std::int64_t) + r.text.size());
   char* at = out.data();
   std::memcpy(at, head, sizeof head);
   at += sizeof head;
-  if (!r.members.empty())
-    std::memcpy(at, r.members.data(), r.members.size() * sizeof(std::int64_t));
-  at += r.members.size() * sizeof(std::int64_t);
+  for (const auto* v : {&r.members, &r.progress}) {
+    if (!v->empty()) std::memcpy(at, v->data(), v->size() * sizeof(std::int64_t));
+    at += v->size() * sizeof(std::int64_t);
+  }
   if (!r.text.empty()) std::memcpy(at, r.text.data(), r.text.size());
   return out;
 }
 
 bool decode(const std::vector<char>& in, std::uint64_t serial, report& r) {
-  std::int64_t head[5];
+  std::int64_t head[6];
   if (in.size() < sizeof head) return false;
   std::memcpy(head, in.data(), sizeof head);
-  if (static_cast<std::uint64_t>(head[0]) != serial || head[3] < 0) return false;
-  const auto n = static_cast<std::size_t>(head[3]);
-  if (in.size() < sizeof head + n * sizeof(std::int64_t)) return false;
+  if (static_cast<std::uint64_t>(head[0]) != serial || head[3] < 0 || head[5] < 0) return false;
+  const auto n = static_cast<std::size_t>(head[3]), k = static_cast<std::size_t>(head[5]);
+  if (in.size() < sizeof head + (n + k) * sizeof(std::int64_t)) return false;
   r.what = static_cast<doing>(head[1]);
   r.index = static_cast<std::uint64_t>(head[2]);
   r.wait = head[4];
   r.members.resize(n);
-  if (n > 0) std::memcpy(r.members.data(), in.data() + sizeof head, n * sizeof(std::int64_t));
-  const std::size_t text_at = sizeof head + n * sizeof(std::int64_t);
-  r.text.assign(in.data() + text_at, in.size() - text_at);
+  r.progress.resize(k);
+  const char* at = in.data() + sizeof head;
+  if (n > 0) std::memcpy(r.members.data(), at, n * sizeof(std::int64_t));
+  at += n * sizeof(std::int64_t);
+  if (k > 0) std::memcpy(r.progress.data(), at, k * sizeof(std::int64_t));
+  at += k * sizeof(std::int64_t);
+  r.text.assign(at, in.data() + in.size());
   return true;
 }
 
@@ -124,10 +137,23 @@ struct state {
   std::vector<std::pair<MPI_Comm, std::string>> names;
   std::string phase = "setting up";
   std::uint64_t phase_calls = 0;
+  // The communicators this run of the kernel called on: calls completed on each, and its ranks
+  // and name, taken when first needed and at the latest before MPI frees it (forget), so that
+  // no freed handle is ever read. Cleared when a run begins (phase "forward").
+  struct comm_info {
+    MPI_Comm comm = MPI_COMM_NULL;  // MPI_COMM_NULL once freed
+    std::uint64_t done = 0;
+    bool known = false;
+    std::vector<std::int64_t> members;
+    std::string label;
+  };
+  std::vector<comm_info> used;
   call_record last;
+  std::size_t last_used = 0;  // last's communicator in `used`
   bool has_last = false;
-  std::vector<report> seen;  // per rank of the case, this rank's own included
-  std::int64_t wait = 0;     // this rank's watched waits so far (the current one's number)
+  MPI_Request* current = nullptr;  // the request the open wait tests
+  std::vector<report> seen;        // per rank of the case, this rank's own included
+  std::int64_t wait = 0;           // this rank's watched waits so far (the current one's number)
   bool abandoned = false;
   std::string verdict;  // the ranks are out of step: the message (from a rank's confirmation)
   // This rank's confirmation in flight: its number (0: none), the waits it asked about, the
@@ -140,8 +166,13 @@ struct state {
   tally* counted = nullptr;                                      // this communicator's
 
   std::uint64_t serial_queries = 0;
+  comm_info& info(MPI_Comm c);
+  void know(comm_info& i) const;
+  [[nodiscard]] std::vector<std::int64_t> progress();
+  [[nodiscard]] bool past(const report& q, const std::vector<std::int64_t>& members,
+                          std::uint64_t index) const;
   std::string label(MPI_Comm c) const;
-  std::string call_text(const call_record& c) const;
+  std::string call_text(const call_record& c, comm_info& i) const;
   std::vector<std::int64_t> members(MPI_Comm c) const;
   void send(int q, const report& r);
   void send_all(const report& r);
@@ -175,9 +206,52 @@ std::string state::label(MPI_Comm c) const {
   return out + ranks_text(ranks);
 }
 
-std::string state::call_text(const call_record& c) const {
-  std::string out =
-      std::string(to_string(c.kind)) + " #" + std::to_string(c.index) + " on " + label(c.comm);
+state::comm_info& state::info(MPI_Comm c) {
+  for (comm_info& i : used)
+    if (i.comm == c) return i;
+  used.push_back({c, 0, false, {}, {}});
+  return used.back();
+}
+
+void state::know(comm_info& i) const {
+  if (i.known || i.comm == MPI_COMM_NULL) return;
+  i.members = members(i.comm);
+  i.label = label(i.comm);
+  i.known = true;
+}
+
+std::vector<std::int64_t> state::progress() {
+  std::vector<std::int64_t> out;
+  for (comm_info& i : used) {
+    know(i);
+    if (!i.known || i.done == 0) continue;
+    out.push_back(static_cast<std::int64_t>(i.members.size()));
+    out.insert(out.end(), i.members.begin(), i.members.end());
+    out.push_back(static_cast<std::int64_t>(i.done));
+  }
+  return out;
+}
+
+// Whether rank q's report shows it past call #index on a communicator of `members`: it completed
+// more than `index` calls on one (a member past the call has made it, so the call can end).
+bool state::past(const report& q, const std::vector<std::int64_t>& members,
+                 std::uint64_t index) const {
+  for (std::size_t at = 0; at < q.progress.size();) {
+    const auto n = static_cast<std::size_t>(q.progress[at]);
+    if (at + n + 2 > q.progress.size()) return false;
+    const auto first = q.progress.begin() + static_cast<std::ptrdiff_t>(at + 1);
+    if (n == members.size() && std::equal(members.begin(), members.end(), first) &&
+        static_cast<std::uint64_t>(q.progress[at + 1 + n]) > index)
+      return true;
+    at += n + 2;
+  }
+  return false;
+}
+
+std::string state::call_text(const call_record& c, comm_info& i) const {
+  know(i);
+  std::string out = std::string(to_string(c.kind)) + " #" + std::to_string(c.index) + " on " +
+                    (i.known ? i.label : "a communicator since freed");
   if (c.elem_bytes > 0) {
     out += " (" + std::to_string(c.count) + " × " + std::to_string(c.elem_bytes) + " B";
     if (c.root >= 0) out += ", root " + std::to_string(c.root);
@@ -270,8 +344,11 @@ void state::receive() {
     const int from = st.MPI_SOURCE;
     switch (r.what) {
       case doing::query: {  // answered from inside a wait: the current one is `wait`
+        int done = 0;       // a wait that can end now has not stayed
+        if (current != nullptr) MPI_Test(current, &done, MPI_STATUS_IGNORE);
         report a;
-        a.what = r.members.size() == seen.size() && r.members[static_cast<std::size_t>(me)] == wait
+        a.what = done == 0 && r.members.size() == seen.size() &&
+                         r.members[static_cast<std::size_t>(me)] == wait
                      ? doing::still
                      : doing::moved;
         a.index = r.index;
@@ -309,8 +386,9 @@ bool state::can_complete(int r) const {
   for (std::int64_t m : mine.members) {
     if (m < 0 || m >= p) return true;  // a rank outside the case: not judged
     const report& q = seen[static_cast<std::size_t>(m)];
-    if (q.what != doing::in_call || q.index != mine.index || q.members != mine.members)
-      return false;
+    const bool with_me =
+        q.what == doing::in_call && q.index == mine.index && q.members == mine.members;
+    if (!with_me && !past(q, mine.members, mine.index)) return false;
   }
   return true;
 }
@@ -394,9 +472,25 @@ void name(MPI_Comm c, std::string label) {
 
 void phase(std::string p) {
   if (open_watch == nullptr) return;
+  if (p == "forward") {  // a run of the kernel begins: indices restart on every communicator
+    open_watch->used.clear();
+    open_watch->has_last = false;
+  }
   open_watch->phase = std::move(p);
   open_watch->phase_calls = 0;
 }
+
+void forget(MPI_Comm c) {
+  if (open_watch == nullptr || c == MPI_COMM_NULL) return;
+  for (state::comm_info& i : open_watch->used)
+    if (i.comm == c) {
+      open_watch->know(i);
+      i.comm = MPI_COMM_NULL;
+    }
+  std::erase_if(open_watch->names, [c](const auto& n) { return n.first == c; });
+}
+
+bool keeps_communicators() { return open_watch != nullptr && open_watch->abandoned; }
 
 bool case_abandoned() { return open_watch != nullptr && open_watch->abandoned; }
 bool watching() { return open_watch != nullptr; }
@@ -405,7 +499,10 @@ void completed(const call_record& c) {
   calls_done.fetch_add(1, std::memory_order_relaxed);
   last_call_at.store(now_ns(), std::memory_order_relaxed);
   if (open_watch == nullptr) return;
+  state::comm_info& i = open_watch->info(c.comm);
+  ++i.done;
   open_watch->last = c;
+  open_watch->last_used = static_cast<std::size_t>(&i - open_watch->used.data());
   open_watch->has_last = true;
   ++open_watch->phase_calls;
 }
@@ -424,6 +521,7 @@ void watched(MPI_Request& r, MPI_Comm comm, Describe describe) {
   waiting_since.store(start, std::memory_order_relaxed);
   bool reported = false;
   ++s->wait;
+  s->current = &r;
   while (true) {
     int done = 0;
     check_mpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "wait");
@@ -433,6 +531,7 @@ void watched(MPI_Request& r, MPI_Comm comm, Describe describe) {
     if (!reported) {
       report mine = describe(*s);
       mine.wait = s->wait;
+      mine.progress = s->progress();
       {
         std::lock_guard lock(waiting_mutex);
         waiting_text = mine.text;
@@ -445,6 +544,7 @@ void watched(MPI_Request& r, MPI_Comm comm, Describe describe) {
     s->settle_sends();
     if (!s->verdict.empty()) {
       s->abandoned = true;
+      s->current = nullptr;
       abandon(comm);
       waiting_since.store(0, std::memory_order_relaxed);
       throw out_of_step(s->verdict);
@@ -452,6 +552,7 @@ void watched(MPI_Request& r, MPI_Comm comm, Describe describe) {
   }
   waiting_since.store(0, std::memory_order_relaxed);
   s->query = 0;  // its snapshot named this wait: answers to it say nothing now
+  s->current = nullptr;
   if (reported) {
     {
       std::lock_guard lock(waiting_mutex);
@@ -465,29 +566,33 @@ void watched(MPI_Request& r, MPI_Comm comm, Describe describe) {
 }  // namespace
 
 void wait_in_call(MPI_Request& r, const call_record& what) {
-  watched(r, what.comm, [&](const state& s) {
+  watched(r, what.comm, [&](state& s) {
     report mine;
     mine.what = doing::in_call;
     mine.index = what.index;
-    mine.members = s.members(what.comm);
+    state::comm_info& on = s.info(what.comm);
+    s.know(on);
+    mine.members = on.members;
     if (std::find(mine.members.begin(), mine.members.end(), -1) != mine.members.end())
       mine.what = doing::unjudged;
-    mine.text =
-        "wait in " + s.call_text(what) + " in " + s.phase + " after " + calls_text(s.phase_calls);
+    mine.text = "wait in " + s.call_text(what, on) + " in " + s.phase + " after " +
+                calls_text(s.phase_calls);
     return mine;
   });
 }
 
 void wait_returned(MPI_Request& r, MPI_Comm comm, const std::string& note) {
-  watched(r, comm, [&](const state& s) {
+  watched(r, comm, [&](state& s) {
     report mine;
     mine.what = doing::returned;
-    // The exception's first line, at most 160 bytes.
-    std::string why = note.substr(0, std::min(note.find('\n'), std::size_t{160}));
+    // The exception's first line, at most 160 bytes, without the property verify prefixes.
+    std::string why = note.starts_with("runs: ") ? note.substr(6) : note;
+    why = why.substr(0, std::min(why.find('\n'), std::size_t{160}));
     mine.text = (note.empty() ? "returned from " + s.phase
                               : "left " + s.phase + " by an exception (" + why + ")") +
                 " after " + calls_text(s.phase_calls);
-    if (s.has_last) mine.text += " there, its last call " + s.call_text(s.last);
+    if (s.has_last)
+      mine.text += " there, its last call " + s.call_text(s.last, s.used[s.last_used]);
     return mine;
   });
 }

@@ -120,9 +120,9 @@ using shape_record = std::array<int, shape_fields>;
 // diagnosis compares with) into `rec` and the message.
 template <class Reference, class Context>
 std::string judge(const par::kernel& k, const par::run_case& c, const par::tensor_plan& t,
-                  const any_matrix& got,
-                  const tolerance& tol, int rank, const std::vector<int>& coords, verdict& v,
-                  const Reference& reference, const Context& context, shape_record& rec) {
+                  const any_matrix& got, const tolerance& tol, int rank,
+                  const std::vector<int>& coords, verdict& v, const Reference& reference,
+                  const Context& context, shape_record& rec) {
   const block& b = t.region;
   if (std::string bad = shape_mismatch(t, par::rows_of(got), par::cols_of(got), rank); !bad.empty())
     return bad;
@@ -910,7 +910,9 @@ void check_replicas(case_run& run, par::comm& case_comm, const std::vector<tenso
                      static_cast<int>(mine.size()), MPI_UINT64_T, case_comm.native_handle(), &r),
       "replica exchange");
   try {
-    par::flight::wait_returned(r, case_comm.native_handle(), "");
+    par::flight::wait_returned(
+        r, case_comm.native_handle(),
+        (run.v.failed & static_cast<unsigned>(property::runs)) != 0 ? run.v.message : "");
   } catch (const par::flight::out_of_step&) {
     // Abandoned: MPI may still read and write both buffers.
     new std::vector<std::uint64_t>(std::move(mine));  // NOLINT(cppcoreguidelines-owning-memory)

@@ -111,7 +111,10 @@ void window::close_rma(MPI_Win w) {
   for (rma_state& r : windows)
     if (r.win == w && r.owned) {
       forget(r.comm);
-      if (!flight::abandoned(r.comm)) PMPI_Comm_free(&r.comm);
+      if (!flight::abandoned(r.comm) && !flight::keeps_communicators()) {
+        flight::forget(r.comm);
+        PMPI_Comm_free(&r.comm);
+      }
     }
   std::erase_if(windows, [&](const rma_state& r) { return r.win == w; });
 }
@@ -198,7 +201,10 @@ recording::~recording() {
   if (detail::current == window_.get()) detail::current = nullptr;
   const internal own;
   for (detail::rma_state& r : window_->windows)
-    if (r.owned && !flight::abandoned(r.comm)) PMPI_Comm_free(&r.comm);
+    if (r.owned && !flight::abandoned(r.comm) && !flight::keeps_communicators()) {
+      flight::forget(r.comm);
+      PMPI_Comm_free(&r.comm);
+    }
   for (detail::axis_group& g : window_->groups) PMPI_Group_free(&g.group);
 }
 

@@ -654,10 +654,12 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
 // (flight.hpp) is kept: MPI must never reuse it.
 int MPI_Comm_free(MPI_Comm* comm) {
   const mpi_heap in_mpi;
-  if (comm != nullptr && shardcheck::par::flight::abandoned(*comm)) {
+  if (comm != nullptr && (shardcheck::par::flight::abandoned(*comm) ||
+                          shardcheck::par::flight::keeps_communicators())) {
     *comm = MPI_COMM_NULL;
     return MPI_SUCCESS;
   }
+  if (comm != nullptr) shardcheck::par::flight::forget(*comm);
   if (window* w = shardcheck::par::pmpi::detail::current; w != nullptr && comm != nullptr) {
     const shardcheck::par::pmpi::internal own;
     w->free_comm(*comm);

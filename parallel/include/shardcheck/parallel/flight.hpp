@@ -11,29 +11,33 @@
 //
 // A wait that lasts longer than `report_after` (20 ms) sends this rank's state to every rank of
 // the case over a communicator of its own (point-to-point, nothing collective): what it waits in,
-// on which ranks, and its last completed call. Leaving a reported wait withdraws the report. A
-// rank holding a current report from every rank of the case judges them:
+// on which ranks, its last completed call, and how far it got: the calls it completed on each
+// communicator in this run of the kernel. Leaving a reported wait withdraws the report. A rank
+// holding a current report from every rank of the case judges them:
 //   - a wait in call #k on communicator C can complete iff every member of C waits in call #k on
-//     a communicator of the same members (a member elsewhere, or returned, never joins it);
+//     a communicator of the same members, or has gone past it (completed more than k calls on a
+//     communicator of C's members); a member elsewhere, or returned short of it, never joins it;
 //   - the wait after the kernel can complete iff every rank has returned.
 // When no reported wait can complete, the rank asks every other whether it is still in the wait
 // it was reported in (a report may be stale, its withdrawal on the way); each answers from inside
-// its wait. When all say so, the snapshot held at once — a rank leaves a wait only when it can
-// complete — and no message in flight can change it: the ranks are out of step. The rank sends the
-// verdict to the others, and every rank throws out_of_step with the same message, which names
-// every rank's state and the ranks out of step, e.g.
-//   ranks out of step: ranks 0, 1, 2 wait in all_reduce #1 on axis 0 (8 × 8 B) in backward after
-//   0 calls; rank 3 returned from backward after 0 calls there, its last call all_gather #0 on
-//   axis 0 (4 × 8 B); out of step: rank 3
-// No time decides it: the judgement needs only that every rank reported a wait.
-// The test is conservative: waits on two communicators of the same members are taken as able to
-// complete, and a rank that never reports (computing, or blocked in a call not watched, such as a
-// raw MPI_Recv) stops any judgement; the case watchdog remains for those.
+// its wait, after testing it once more. When all say so, the snapshot held at once — a rank
+// leaves a wait only when it can complete — and no message in flight can change it: the ranks
+// are out of step. The rank sends the verdict to the others, and every rank throws out_of_step
+// with the same message, which names every rank's state and the ranks out of step, e.g.
+//   ranks out of step: rank 0 waits in all_reduce #1 on axis 0 (8 × 8 B) in backward after 0
+//   calls; rank 1 returned from backward after 0 calls there, its last call all_gather #0 on
+//   axis 0 (4 × 8 B); out of step: rank 1
+// No time decides it: the judgement needs only that every rank reported a wait. It errs only
+// towards waiting: communicators of the same members are not told apart (a member past call #k on
+// any of them counts as past it), and a rank that never reports (computing, or blocked in a call
+// not watched, such as a raw MPI_Recv) stops any judgement; the case watchdog remains for those.
 //
 // Abandoned calls. The non-blocking calls the ranks were waiting in can never complete and cannot
-// be cancelled; their buffers stay allocated and their communicators are never freed
-// (abandoned(c)), so that MPI never reuses them. The harness then ends the case without further
-// collectives on its communicators, and the driver replaces the case's communicator.
+// be cancelled; their buffers stay allocated, their communicators are never freed (abandoned(c)),
+// and while the case's watch is open no rank of it frees any communicator (keeps_communicators),
+// so that MPI never reuses one a call is still addressed to. The harness then ends the case
+// without further collectives on its communicators, and the driver replaces the case's
+// communicator.
 //
 // One watch is open at a time (shardcheck calls MPI from one thread); without one, a watched wait
 // is MPI_Wait.
@@ -102,6 +106,13 @@ void wait_returned(MPI_Request& r, MPI_Comm comm, const std::string& note);
 // ranks count what they sent each other there and exchange the counts. Once at the end of a run.
 // \note collective over reports.
 void drain(MPI_Comm reports);
+
+// Called before MPI frees communicator c: what the recorder needs of it is taken now.
+void forget(MPI_Comm c);
+// True once the open watch's case was found out of step: until the watch closes, no communicator
+// is freed, on any rank of the case (a rank's call abandoned on one may still be addressed to
+// another rank that would free it).
+[[nodiscard]] bool keeps_communicators();
 
 // A communicator a call was abandoned on, never to be freed: abandon(c) marks one (the driver
 // marks the case's communicator on every rank), abandoned(c) asks.
