@@ -245,13 +245,13 @@ std::vector<par::pmpi::tracked_comm> raw_comms(par::mesh& grid) {
 // kernel's raw MPI calls on the mesh's communicators are recorded into the same ledger (pmpi.hpp).
 run_result run_once(const par::kernel& k, const par::run_case& c, par::mesh& grid,
                     const rank_inputs& in, const par::claims& cl,
-                    par::pmpi::interceptor* hook = nullptr) {
+                    par::pmpi::interceptor* hook = nullptr, par::pmpi::perturbation stir = {}) {
   run_result r;
   r.dws.resize(in.ws.size());
   par::ledger log;
   if (cl.collectives) log.reserve(cl.collectives->forward.size() + cl.collectives->backward.size());
   grid.attach(&log, true);
-  const par::pmpi::recording raw(log, true, raw_comms(grid), hook);
+  const par::pmpi::recording raw(log, true, raw_comms(grid), hook, stir);
   par::context ctx{grid};
   log.set_phase(par::phase::forward);
   par::flight::phase("forward");
@@ -852,11 +852,22 @@ void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan, co
   }
 }
 
-// determinism: a second run of the same case gives the same bits.
+// The longest delay of the determinism check's stir: longer than the skew between ranks of an
+// idle machine (a message, a small block's product) takes, short enough to keep the second run's
+// cost within its first's (the stir pauses at most a third of the time, pmpi.hpp).
+constexpr std::chrono::microseconds stir_delay{1000};
+
+// determinism: a second run of the same case gives the same bits. The second run stirs the
+// schedule of the kernel's raw MPI calls (pmpi.hpp's perturbation: each rank sleeps up to
+// stir_delay, its own delays, before each order-sensitive call), so that a result that depends on
+// the order in which ranks' calls arrive shows it in most runs, not only when the timing happens
+// to change. The delays follow from the case's seed and the rank: a replay stirs alike.
 void check_determinism(case_run& run, par::mesh& grid, const par::case_plan& plan,
                        const rank_inputs& in, const par::claims& cl, const run_result& first) {
   if (!run.on(property::determinism)) return;
-  const run_result second = run_once(*run.s.k, run.c, grid, in, cl, run.hook);
+  const par::pmpi::perturbation stir{
+      run.c.seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(run.rank), stir_delay};
+  const run_result second = run_once(*run.s.k, run.c, grid, in, cl, run.hook, stir);
   for (const tensor_slot& t : plan.outputs) {
     const std::int64_t at = first_difference(first.out(t), second.out(t));
     if (at < 0) continue;

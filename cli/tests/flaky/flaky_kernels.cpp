@@ -5,7 +5,9 @@
 //                  (MPI_Recv from MPI_ANY_SOURCE): with three ranks or more the order, and so
 //                  dW's last bits, change from run to run, and `determinism` fails in some runs.
 //                  Each rank waits 0–500 µs before it sends, as the noise of a loaded machine
-//                  would make it, so that the order changes at every size, a small case's too
+//                  would make it, so that the order changes from run to run at every size, a
+//                  small case's too (the second run's stir, pmpi.hpp's perturbation, is the
+//                  same in every re-run of a case: alone, it fails a case in every re-run or none)
 //   rank_order     the same sums in rank order: deterministic, every property holds
 // Only the chains are claimed (Y: K, dX: N, dW: the longest row share + p − 1 additions).
 #include <mpi.h>

@@ -58,6 +58,11 @@ int collective_call(const target& t, const ledger_entry& e, F run) {
   return rc;
 }
 
+// Before a call whose effect depends on the order ranks reach it: the window's perturbation.
+void perturb(MPI_Win win) {
+  if (const target t = recorded(win)) t.w->perturb();
+}
+
 // Runs a call on win and records e (built from its arguments) if it succeeded.
 template <class E, class F>
 int one_sided_call(MPI_Win win, E entry, F run) {
@@ -148,6 +153,7 @@ int MPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datat
             int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype,
             MPI_Win win) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win, [&] { return par::put_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
       [&] {
@@ -160,6 +166,7 @@ int MPI_Rput(const void* origin_addr, int origin_count, MPI_Datatype origin_data
              int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype,
              MPI_Win win, MPI_Request* request) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win, [&] { return par::put_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
       [&] {
@@ -195,6 +202,7 @@ int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origi
                    int target_rank, MPI_Aint target_disp, int target_count,
                    MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win,
       [&] { return par::accumulate_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
@@ -208,6 +216,7 @@ int MPI_Raccumulate(const void* origin_addr, int origin_count, MPI_Datatype orig
                     int target_rank, MPI_Aint target_disp, int target_count,
                     MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request* request) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win,
       [&] { return par::accumulate_entry(origin_count, target_rank, bytes_of(origin_datatype)); },
@@ -222,6 +231,7 @@ int MPI_Get_accumulate(const void* origin_addr, int origin_count, MPI_Datatype o
                        int target_rank, MPI_Aint target_disp, int target_count,
                        MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win,
       [&] {
@@ -242,6 +252,7 @@ int MPI_Rget_accumulate(const void* origin_addr, int origin_count, MPI_Datatype 
                         MPI_Datatype target_datatype, MPI_Op op, MPI_Win win,
                         MPI_Request* request) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win,
       [&] {
@@ -259,6 +270,7 @@ int MPI_Rget_accumulate(const void* origin_addr, int origin_count, MPI_Datatype 
 int MPI_Fetch_and_op(const void* origin_addr, void* result_addr, MPI_Datatype datatype,
                      int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win, [&] { return par::fetch_and_op_entry(target_rank, bytes_of(datatype)); },
       [&] {
@@ -271,6 +283,7 @@ int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void
                          MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
                          MPI_Win win) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win, [&] { return par::compare_and_swap_entry(target_rank, bytes_of(datatype)); },
       [&] {
@@ -283,6 +296,7 @@ int MPI_Compare_and_swap(const void* origin_addr, const void* compare_addr, void
 
 int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win) {
   const mpi_heap in_mpi;  // what MPI allocates here is MPI's (memory.hpp)
+  perturb(win);
   return one_sided_call(
       win, [&] { return par::win_sync_entry(collective::win_lock, rank); },
       [&] { return PMPI_Win_lock(lock_type, rank, assert, win); });

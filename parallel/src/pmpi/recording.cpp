@@ -2,6 +2,7 @@
 // are the object library shardcheck::pmpi (wrappers.cpp).
 #include <algorithm>
 #include <climits>
+#include <thread>
 
 #include "pmpi/window.hpp"
 #include "shardcheck/parallel/comm.hpp"
@@ -159,8 +160,27 @@ std::span<const std::int64_t> window::uniform(std::vector<std::int64_t>& into, i
 
 }  // namespace detail
 
+void detail::window::perturb() {
+  if (stir.max_delay.count() <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < stir_quiet) return;
+  const auto span = static_cast<std::uint64_t>(stir.max_delay.count()) + 1;
+  const std::chrono::microseconds delay{static_cast<std::int64_t>(next_stir() % span)};
+  if (delay.count() > 0) std::this_thread::sleep_for(delay);
+  stir_quiet = std::chrono::steady_clock::now() +
+               std::chrono::microseconds{static_cast<std::int64_t>(next_stir() % (2 * span))};
+}
+
+std::uint64_t detail::window::next_stir() {
+  // splitmix64: a stream fixed by the seed
+  std::uint64_t z = (stir_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 recording::recording(ledger& log, bool fingerprint, std::span<const tracked_comm> comms,
-                     interceptor* hook)
+                     interceptor* hook, perturbation stir)
     : window_(std::make_unique<detail::window>()) {
   if (detail::current != nullptr)
     throw invalid_problem("pmpi::recording: a recording window is already open");
@@ -168,6 +188,8 @@ recording::recording(ledger& log, bool fingerprint, std::span<const tracked_comm
   w.log = &log;
   w.fingerprint = fingerprint;
   w.hook = hook;
+  w.stir = stir;
+  w.stir_state = stir.seed;
   w.comms.reserve(std::max(detail::reserved, comms.size()));
   w.foreign.reserve(detail::reserved);
   w.windows.reserve(detail::reserved);

@@ -2,6 +2,7 @@
 // The state of a recording window (pmpi.hpp), shared by the recording RAII and the wrappers.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -42,6 +43,9 @@ struct window {
   ledger* log = nullptr;
   bool fingerprint = false;
   interceptor* hook = nullptr;
+  perturbation stir;
+  std::uint64_t stir_state = 0;                      // the perturbation's generator
+  std::chrono::steady_clock::time_point stir_quiet;  // no delay before then
   // Reserved when opened: deriving and adopting allocate nothing below 64 communicators.
   std::vector<comm_state> comms;
   std::vector<MPI_Comm> foreign;   // communicators seen that match no axis (not recorded)
@@ -68,6 +72,9 @@ struct window {
   void close_rma(MPI_Win w);
   // Stops recording c (about to be freed); a window on it goes on with a duplicate.
   void free_comm(MPI_Comm c);
+  // Sleeps the perturbation's next delay (none when it has no max_delay).
+  void perturb();
+  [[nodiscard]] std::uint64_t next_stir();
   // Records e as made on s: its axis, its root (peer, target) in the axis's communicator.
   void record(const comm_state& s, ledger_entry e);
   // Rank r of s in its axis's communicator.

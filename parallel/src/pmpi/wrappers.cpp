@@ -518,35 +518,39 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
 
 int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
   const mpi_heap in_mpi;
+  const target t = recorded(comm);
+  if (t) t.w->perturb();
   const int rc = PMPI_Send(buf, count, datatype, dest, tag, comm);
-  if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
-    record(t, par::send_entry(count, dest, bytes_of(datatype)));
+  if (t && rc == MPI_SUCCESS) record(t, par::send_entry(count, dest, bytes_of(datatype)));
   return rc;
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
   const mpi_heap in_mpi;
+  const target t = recorded(comm);
+  if (t) t.w->perturb();
   const int rc = PMPI_Ssend(buf, count, datatype, dest, tag, comm);
-  if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
-    record(t, par::send_entry(count, dest, bytes_of(datatype)));
+  if (t && rc == MPI_SUCCESS) record(t, par::send_entry(count, dest, bytes_of(datatype)));
   return rc;
 }
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
               MPI_Request* request) {
   const mpi_heap in_mpi;
+  const target t = recorded(comm);
+  if (t) t.w->perturb();
   const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
-  if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
-    record(t, par::send_entry(count, dest, bytes_of(datatype)));
+  if (t && rc == MPI_SUCCESS) record(t, par::send_entry(count, dest, bytes_of(datatype)));
   return rc;
 }
 
 int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
   const mpi_heap in_mpi;
+  const target t = recorded(comm);
+  if (t) t.w->perturb();
   const int rc = PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
-  if (const target t = recorded(comm); t && rc == MPI_SUCCESS)
-    record(t, par::send_entry(count, dest, bytes_of(datatype)));
+  if (t && rc == MPI_SUCCESS) record(t, par::send_entry(count, dest, bytes_of(datatype)));
   return rc;
 }
 
@@ -578,6 +582,7 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
   if (!t)
     return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
                          source, recvtag, comm, status);
+  t.w->perturb();
   MPI_Status mine;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &mine : status;
   const int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
@@ -595,6 +600,7 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, 
   if (!t)
     return PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm,
                                  status);
+  t.w->perturb();
   MPI_Status mine;
   MPI_Status* st = status == MPI_STATUS_IGNORE ? &mine : status;
   const int rc =

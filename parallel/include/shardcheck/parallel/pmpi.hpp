@@ -51,8 +51,20 @@
 // fault injection): every recorded collective (blocking or started) is handed to it twice,
 // before its fingerprint (`above`: what it runs instead is fingerprinted and recorded as the
 // kernel's call) and around the MPI call itself (`below`: the ledger records the call asked for).
+//
+// Perturbation. A window may stir the schedule (`perturbation`): before each call whose effect
+// depends on the order in which ranks reach it — a one-sided write (MPI_Put, Accumulate,
+// Get_accumulate, Fetch_and_op, Compare_and_swap and their request forms), MPI_Win_lock, a send
+// (Send, Ssend, Isend, Issend, Sendrecv, Sendrecv_replace) — on a recorded communicator, this
+// rank sleeps a delay drawn from [0, max_delay], then makes none for a time drawn from
+// [0, 2·max_delay] (a library that polls, e.g. a lock taken by Fetch_and_op in a loop, pays at most
+// about a third of its time), both drawn by a generator seeded with `seed` (the same seed, the
+// same draws). The determinism property's second run opens one, so that a result that depends
+// on arrival order (accumulates applied as they come, MPI_ANY_SOURCE, MPI_Waitany) differs from
+// the first run's, as it would on a loaded machine, not only when the timing happens to change.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -135,6 +147,12 @@ struct tracked_comm {
   int axis = 0;
 };
 
+// A window's perturbation (see "Perturbation" above); max_delay 0: none.
+struct perturbation {
+  std::uint64_t seed = 0;
+  std::chrono::microseconds max_delay{0};
+};
+
 // The recording window: raw MPI calls on `comms` (and on communicators with the same ranks, see
 // "Axes") are recorded into `log` while it is alive; fingerprint turns the cross-rank check on. One
 // window at a time. Allocates only when constructed, so open it outside a measured scope.
@@ -142,7 +160,7 @@ class recording {
  public:
   // hook: optional, not owned; it must outlive the window.
   recording(ledger& log, bool fingerprint, std::span<const tracked_comm> comms,
-            interceptor* hook = nullptr);
+            interceptor* hook = nullptr, perturbation stir = {});
   ~recording();
   recording(const recording&) = delete;
   recording& operator=(const recording&) = delete;
