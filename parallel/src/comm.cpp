@@ -26,6 +26,9 @@ environment::environment(int& argc, char**& argv) {
   MPI_Initialized(&initialised);
   if (initialised == 0) {
     int provided = 0;
+    // What MPI allocates at its start is MPI's: counted in the kernel's meter, a block MPI frees
+    // later inside a case (e.g. a table it outgrows) would lower that case's peak.
+    const mem::mpi_heap in_mpi;
     check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     owns_ = true;
   }
@@ -63,7 +66,10 @@ void free_at_finalize(Handle h) {
   check_mpi(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr), "MPI_Comm_set_attr");
 }
 
+// Made on first use, which may be inside a kernel's measured scope: what MPI allocates (and
+// frees: registering the keyval may move MPI's own tables) is MPI's, never the kernel's.
 MPI_Datatype make_2_byte_type() {
+  const mem::mpi_heap in_mpi;
   MPI_Datatype t = MPI_DATATYPE_NULL;
   check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &t), "MPI_Type_contiguous");
   check_mpi(MPI_Type_commit(&t), "MPI_Type_commit");
@@ -115,6 +121,7 @@ MPI_Op sum_op(dtype t) {
     // Declared non-commutative: MPI then combines the contributions in rank order on every rank.
     // As commutative, MPICH adds a + b on one rank and b + a on another, and two NaNs of
     // different sign or payload give each rank different bits (replicas would differ).
+    const mem::mpi_heap in_mpi;  // as make_2_byte_type's
     MPI_Op o = MPI_OP_NULL;
     check_mpi(MPI_Op_create(&sum_16, 0, &o), "MPI_Op_create");
     free_at_finalize<MPI_Op, MPI_Op_free>(o);

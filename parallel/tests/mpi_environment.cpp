@@ -4,13 +4,18 @@
 
 #include <cstdlib>
 
+#include "shardcheck/parallel/memory.hpp"
+
 namespace shardcheck::test {
 
 void need_mpi() {
   int started = 0;
   MPI_Initialized(&started);
   if (started != 0) return;
-  MPI_Init(nullptr, nullptr);
+  {
+    const mem::mpi_heap in_mpi;  // as par::environment's
+    MPI_Init(nullptr, nullptr);
+  }
   std::atexit([] {
     int finalised = 0;
     MPI_Finalized(&finalised);
