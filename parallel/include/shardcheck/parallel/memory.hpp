@@ -11,9 +11,9 @@
 // it wherever it is freed. MPI_Init run by par::environment is inside one, as are the datatypes
 // and op shardcheck makes on first use. A library's start-up (a registry's process_hooks, or
 // MPI and a library started by the program before cli_main) is not: a block allocated there and
-// freed inside a case lowers that case's peak, and one reallocated there counts as the case's. Invisible to both: memory mapped directly (mmap, shared-memory
-// segments, OpenBLAS's buffers in its default build), memory a library gets from its own
-// allocator on top of those, and stacks.
+// freed inside a case lowers that case's peak; one reallocated inside a case counts whole.
+// Invisible to both: memory mapped directly (mmap, shared-memory segments, OpenBLAS's buffers in
+// its default build), memory a library gets from its own allocator on top of those, and stacks.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
