@@ -178,12 +178,16 @@ rc::Gen<drawn> draw_case(const par::kernel& s, int max_p, const case_pins& pins,
       throw invalid_problem(info.name + ": the pinned mesh factors need " + std::to_string(step) +
                             " workers; only " + std::to_string(max_p) + " ranks were launched");
     c.p = pins.p ? *pins.p : step * *rc::gen::inRange(1, max_p / step + 1);
-    c.prob.M = *dimension(c.p);
-    c.prob.N = *dimension(c.p);
-    c.prob.K = *dimension(c.p);
+    const auto draw = [&](const std::optional<dim_range>& pin) {
+      return pin ? *rc::gen::inRange<std::int64_t>(pin->lo, pin->hi + 1) : *dimension(c.p);
+    };
+    c.prob.M = draw(pins.m);
+    c.prob.N = draw(pins.n);
+    c.prob.K = draw(pins.k);
+    const bool pinned_shape = pins.m || pins.n || pins.k;
     // Now and then one dimension large, the others (hidden widths too) small beside it.
     std::int64_t cap = -1;
-    if (allow_large && *rc::gen::inRange(0, large_one_in) == 0) {
+    if (allow_large && !pinned_shape && *rc::gen::inRange(0, large_one_in) == 0) {
       std::int64_t* dims[3] = {&c.prob.M, &c.prob.N, &c.prob.K};
       const int which = *rc::gen::inRange(0, 3);
       const std::int64_t big = *large_dimension(which == 2 ? large_k : large_mn);

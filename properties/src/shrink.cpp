@@ -138,10 +138,13 @@ std::vector<run_case> simpler(const run_case& c, const par::kernel& k, const cas
     out.add(d);
   }
 
-  // A smaller dimension: M, N, K, each hidden width; partitions cut at the new length.
+  // A smaller dimension: M, N, K (inside their pins), each hidden width; partitions cut at the
+  // new length.
+  const std::optional<dim_range> dim_pins[3] = {pins.m, pins.n, pins.k};
   for (std::size_t i = 0; i < 3 + c.prob.hidden.size(); ++i) {
     run_case probe = c;
     for (std::int64_t w : smaller_values(*widths_of(probe.prob)[i])) {
+      if (i < 3 && dim_pins[i] && (w < dim_pins[i]->lo || w > dim_pins[i]->hi)) continue;
       run_case e = c;
       *widths_of(e.prob)[i] = w;
       out.add(e);

@@ -133,6 +133,20 @@ TEST(simpler, leaves_what_a_run_pins) {
   EXPECT_TRUE(p && backend && gather);
 }
 
+TEST(simpler, keeps_pinned_dimensions_inside_their_ranges) {
+  case_pins pins;
+  pins.m = dim_range{2, 3};
+  pins.k = dim_range{5, 5};
+  const run_case c = completed(issue_case);  // M=3, K=5
+  bool m_smaller = false;
+  for (const run_case& d : simpler(c, builtin("data_parallel"), pins)) {
+    EXPECT_TRUE(d.prob.M >= 2 && d.prob.M <= 3) << d.to_string();
+    EXPECT_EQ(d.prob.K, 5) << d.to_string();
+    m_smaller = m_smaller || d.prob.M == 2;
+  }
+  EXPECT_TRUE(m_smaller);  // inside the range, M still shrinks
+}
+
 TEST(simpler, exact_mode_for_a_stack_runs_in_f64_where_f32_would_round) {
   // K·H = 200·200: exact mode's grid goes coarser (stack.hpp exact_grid) and stays in f32.
   const run_case small = completed(

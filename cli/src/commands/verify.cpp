@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -218,6 +220,7 @@ struct verify_options {
   std::string backend;                // empty: drawn per case
   int p = 0;                          // 0: drawn per case
   std::vector<std::string> params;    // name=value, pinned
+  std::string m_pin, n_pin, k_pin;    // --M, --N, --K: V or LO..HI; empty: drawn
   std::string replay_file;            // replay lines, one a line ("-": stdin)
   std::string corpus;                 // replayed first, then new shrunk failures appended
   std::string junit, json;            // result files, rewritten as each strategy finishes
@@ -258,16 +261,48 @@ std::map<std::string, std::int64_t> parse_pins(
   return pinned;
 }
 
+// --M, --N, --K: a value V or a range LO..HI of non-negative integers, LO ≤ HI.
+std::optional<prop::dim_range> parse_dim(const std::string& text, const char* flag) {
+  if (text.empty()) return std::nullopt;
+  const auto number = [&](std::string_view t) {
+    std::int64_t v = -1;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc{} || end != t.data() + t.size() || v < 0 || v == INT64_MAX)
+      throw usage_error(std::string(flag) + " '" + text +
+                        "': a non-negative integer V or a range LO..HI");
+    return v;
+  };
+  const std::size_t dots = text.find("..");
+  const std::string_view all(text);
+  const prop::dim_range r =
+      dots == std::string::npos
+          ? prop::dim_range{number(all), number(all)}
+          : prop::dim_range{number(all.substr(0, dots)), number(all.substr(dots + 2))};
+  if (r.lo > r.hi) throw usage_error(std::string(flag) + " '" + text + "': LO is above HI");
+  return r;
+}
+
+// --M, --N, --K as the generators' pins.
+prop::case_pins shape_pins(const verify_options& o) {
+  prop::case_pins pins;
+  pins.m = parse_dim(o.m_pin, "--M");
+  pins.n = parse_dim(o.n_pin, "--N");
+  pins.k = parse_dim(o.k_pin, "--K");
+  return pins;
+}
+
 // Every chosen strategy must take the pins: a worker count its pinned mesh factors divide, and
 // values its validation accepts (checked on a small probe case).
 void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& chosen,
-                const std::map<std::string, std::int64_t>& pinned, int p, int ranks,
-                std::int64_t limit) {
+                const std::map<std::string, std::int64_t>& pinned, const prop::case_pins& shape,
+                int p, int ranks, std::int64_t limit) {
   for (const auto& [n, s] : chosen) {
     const par::kernel_info& info = s->info();
     par::run_case probe;
     probe.strategy = n;
-    probe.prob.M = probe.prob.N = probe.prob.K = 1;
+    probe.prob.M = shape.m ? shape.m->lo : 1;
+    probe.prob.N = shape.n ? shape.n->lo : 1;
+    probe.prob.K = shape.k ? shape.k->lo : 1;
     probe.prob.type = info.dtypes.front();
     probe.prob.layout = info.layouts.front();
     probe.mode = info.modes.front();
@@ -295,8 +330,9 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
     try {
       prop::check_footprint(*s, probe, limit);
     } catch (const error& e) {
-      throw usage_error(std::string("--memory-limit is below the smallest case (M = N = K = 1): ") +
-                        e.what());
+      throw usage_error("--memory-limit is below the smallest case (M = " +
+                        std::to_string(probe.prob.M) + ", N = " + std::to_string(probe.prob.N) +
+                        ", K = " + std::to_string(probe.prob.K) + "): " + e.what());
     }
   }
 }
@@ -684,7 +720,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (o.p < 0 || o.p > world.size())
     throw usage_error("--p " + std::to_string(o.p) + ": between 1 and the " +
                       std::to_string(world.size()) + " ranks launched");
-  check_pins(chosen, pinned, o.p, world.size(), limit);
+  check_pins(chosen, pinned, shape_pins(o), o.p, world.size(), limit);
   // The leader reads the replay lines (stdin reaches rank 0 only) and tries the result files;
   // every rank learns whether that went well.
   replay_plan plan;
@@ -760,6 +796,7 @@ int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen
     so.seed = o.seed;
     so.mask = mask;
     so.progress = !o.quiet;
+    so.pins = shape_pins(o);
     so.pins.backend = forced;
     if (o.p > 0) so.pins.p = o.p;
     so.pins.params = pinned;
@@ -825,6 +862,11 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
                                    "Run every case on exactly this many workers (default: drawn)");
   auto* param_opt = verify->add_option(
       "--param", o->params, "Pin a strategy parameter in every case, e.g. dp=2 (repeatable)");
+  auto* m_opt = verify->add_option("--M", o->m_pin,
+                                   "Draw every case's M from this value or range, e.g. 4096 or "
+                                   "1024..4096 (shrinking stays inside it; default: drawn)");
+  auto* n_opt = verify->add_option("--N", o->n_pin, "The same for N");
+  auto* k_opt = verify->add_option("--K", o->k_pin, "The same for K");
   verify->add_option("--memory-limit", o->memory_limit_text,
                      "Refuse a case whose footprint on a rank is above this many bytes, e.g. "
                      "2GiB, 512M, 1000000 (default: 3/4 of the machine's memory shared by the "
@@ -838,7 +880,7 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
                                          "(default: drawn per case)");
   // A replay line is the whole case: what would change it, or pick cases, is refused beside it
   // rather than ignored. A replay file's lines pick their kernels from --strategy.
-  for (CLI::Option* o : {cases_opt, seed_opt, p_opt, param_opt, backend_opt}) {
+  for (CLI::Option* o : {cases_opt, seed_opt, p_opt, param_opt, backend_opt, m_opt, n_opt, k_opt}) {
     replay_opt->excludes(o);
     replay_file_opt->excludes(o);
   }

@@ -32,10 +32,16 @@ inline constexpr std::int64_t large_collectives = 512;
 [[nodiscard]] rc::Gen<std::int64_t> divisor_of(int p);
 // What a run pins instead of drawing: the backend, the worker count, strategy parameters (e.g.
 // a mesh's factors, dp=2 tp=2 on 8 ranks: pp = 2).
+// A pinned dimension: drawn from lo … hi (one value when lo = hi); shrinking goes toward lo.
+struct dim_range {
+  std::int64_t lo = 0, hi = 0;
+};
 struct case_pins {
   std::optional<par::backend_spec> backend;  // with its algorithm choices
   std::optional<int> p;
   std::map<std::string, std::int64_t> params;
+  // M, N, K: with any pinned, no dimension is drawn large beside the others.
+  std::optional<dim_range> m, n, k;
 };
 // What case_for drew for a kernel: the cases it took and those it declined (its preconditions,
 // kernel.hpp), with the reason of the first declined.

@@ -17,7 +17,8 @@
 //   a partition    balanced: part.M=1,1,1,0
 //   the seed       seed=0
 // Every candidate is completed and validated for the kernel; those it rejects are left out, and
-// nothing a run pins (case_pins: --backend, --p, --param) changes. dtype changes only by exact
+// nothing a run pins (case_pins: --backend, --p, --param) changes; a pinned M, N or K (--M, --N,
+// --K) shrinks only inside its range. dtype changes only by exact
 // mode's rule: f64 is not simpler than f32, nor f32 than f64. Each step makes smaller a measure
 // (p, then layers, the sum of the widths, act, mode, backend, parameters off their default,
 // unbalanced partitions, seed ≠ 0, compared in that order), so the pass ends.
