@@ -256,6 +256,11 @@ rc::Gen<drawn> draw_case(const par::kernel& s, int max_p, const case_pins& pins,
       par::complete_and_validate(s, out.c);
     } catch (const par::case_declined& e) {
       out.declined = e.reason();
+    } catch (const invalid_problem& e) {
+      // A pinned shape the drawn rest cannot take (exact mode that would round at that size):
+      // drawn again, like a declined case. Unpinned, the generators never draw one.
+      if (!pinned_shape) throw;
+      out.declined = e.what();
     }
     return out;
   });

@@ -854,14 +854,15 @@ void check_memory(case_run& run, par::mesh& grid, const par::case_plan& plan, co
 
 // The longest delay of the determinism check's stir: longer than the skew between ranks of an
 // idle machine (a message, a small block's product) takes, short enough to keep the second run's
-// cost within its first's (the stir pauses at most a third of the time, pmpi.hpp).
+// cost within its first's (the stir pauses on average at most a third of the time, pmpi.hpp).
 constexpr std::chrono::microseconds stir_delay{1000};
 
 // determinism: a second run of the same case gives the same bits. The second run stirs the
 // schedule of the kernel's raw MPI calls (pmpi.hpp's perturbation: each rank sleeps up to
 // stir_delay, its own delays, before each order-sensitive call), so that a result that depends on
 // the order in which ranks' calls arrive shows it in most runs, not only when the timing happens
-// to change. The delays follow from the case's seed and the rank: a replay stirs alike.
+// to change. The stream of delays follows from the case's seed and the rank (which calls meet
+// them follows the clock: a kernel that sends once a run is stirred alike in every replay).
 void check_determinism(case_run& run, par::mesh& grid, const par::case_plan& plan,
                        const rank_inputs& in, const par::claims& cl, const run_result& first) {
   if (!run.on(property::determinism)) return;

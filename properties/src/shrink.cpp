@@ -143,8 +143,17 @@ std::vector<run_case> simpler(const run_case& c, const par::kernel& k, const cas
   const std::optional<dim_range> dim_pins[3] = {pins.m, pins.n, pins.k};
   for (std::size_t i = 0; i < 3 + c.prob.hidden.size(); ++i) {
     run_case probe = c;
-    for (std::int64_t w : smaller_values(*widths_of(probe.prob)[i])) {
-      if (i < 3 && dim_pins[i] && (w < dim_pins[i]->lo || w > dim_pins[i]->hi)) continue;
+    const std::int64_t v = *widths_of(probe.prob)[i];
+    std::vector<std::int64_t> values = smaller_values(v);
+    if (i < 3 && dim_pins[i]) {  // inside the pin, its bottom and halfway there too, in order
+      const std::int64_t lo = dim_pins[i]->lo;
+      std::erase_if(values, [&](std::int64_t w) { return w < lo || w > dim_pins[i]->hi; });
+      for (const std::int64_t w : {lo, lo + (v - lo) / 2})
+        if (w < v && std::find(values.begin(), values.end(), w) == values.end())
+          values.push_back(w);
+      std::sort(values.begin(), values.end());
+    }
+    for (std::int64_t w : values) {
       run_case e = c;
       *widths_of(e.prob)[i] = w;
       out.add(e);

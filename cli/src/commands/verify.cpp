@@ -303,9 +303,12 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
     probe.prob.M = shape.m ? shape.m->lo : 1;
     probe.prob.N = shape.n ? shape.n->lo : 1;
     probe.prob.K = shape.k ? shape.k->lo : 1;
+    const bool pinned_shape = shape.m || shape.n || shape.k;
     probe.prob.type = info.dtypes.front();
     probe.prob.layout = info.layouts.front();
-    probe.mode = info.modes.front();
+    // A pinned shape is probed in uniform mode: exact mode may round there, and is then not drawn.
+    probe.mode = pinned_shape && info.supports(value_mode::uniform) ? value_mode::uniform
+                                                                    : info.modes.front();
     for (std::size_t l = 1; l < info.min_layers; ++l) probe.prob.hidden.push_back(1);
     // The product of the pinned mesh factors, each and all capped at max_parts + 1 (dp=65536
     // tp=65536 needs "more than 1048576" workers, never a wrapped int).
@@ -322,6 +325,18 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
                         (step == cap && p <= 0 ? "more than " + std::to_string(par::max_parts)
                                                : "p=" + std::to_string(probe.p)) +
                         " workers; only " + std::to_string(ranks) + " ranks were launched");
+    // The top of a pinned range must be a valid case too; it may be above the memory limit
+    // (such draws are refused as they come).
+    if (pinned_shape) {
+      par::run_case top = probe;
+      top.prob.M = shape.m ? shape.m->hi : 1;
+      top.prob.N = shape.n ? shape.n->hi : 1;
+      top.prob.K = shape.k ? shape.k->hi : 1;
+      try {
+        par::complete_and_validate(*s, top);
+      } catch (const par::case_declined&) {
+      }
+    }
     try {
       par::complete_and_validate(*s, probe);
     } catch (const par::case_declined&) {

@@ -7,7 +7,8 @@
 //                  Each rank waits 0–500 µs before it sends, as the noise of a loaded machine
 //                  would make it, so that the order changes from run to run at every size, a
 //                  small case's too (the second run's stir, pmpi.hpp's perturbation, is the
-//                  same in every re-run of a case: alone, it fails a case in every re-run or none)
+//                  same in every re-run of a case, one send a run: alone, it fails a case in every
+//                  re-run or none)
 //   rank_order     the same sums in rank order: deterministic, every property holds
 // Only the chains are claimed (Y: K, dX: N, dW: the longest row share + p − 1 additions).
 #include <mpi.h>

@@ -168,7 +168,7 @@ void detail::window::perturb() {
   const std::chrono::microseconds delay{static_cast<std::int64_t>(next_stir() % span)};
   if (delay.count() > 0) std::this_thread::sleep_for(delay);
   stir_quiet = std::chrono::steady_clock::now() +
-               std::chrono::microseconds{static_cast<std::int64_t>(next_stir() % (2 * span))};
+               std::chrono::microseconds{static_cast<std::int64_t>(next_stir() % (2 * span - 1))};
 }
 
 std::uint64_t detail::window::next_stir() {

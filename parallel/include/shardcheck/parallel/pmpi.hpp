@@ -57,11 +57,12 @@
 // Get_accumulate, Fetch_and_op, Compare_and_swap and their request forms), MPI_Win_lock, a send
 // (Send, Ssend, Isend, Issend, Sendrecv, Sendrecv_replace) — on a recorded communicator, this
 // rank sleeps a delay drawn from [0, max_delay], then makes none for a time drawn from
-// [0, 2·max_delay] (a library that polls, e.g. a lock taken by Fetch_and_op in a loop, pays at most
-// about a third of its time), both drawn by a generator seeded with `seed` (the same seed, the
-// same draws). The determinism property's second run opens one, so that a result that depends
-// on arrival order (accumulates applied as they come, MPI_ANY_SOURCE, MPI_Waitany) differs from
-// the first run's, as it would on a loaded machine, not only when the timing happens to change.
+// [0, 2·max_delay] (a library that polls, e.g. a lock taken by Fetch_and_op in a loop, pays on
+// average at most about a third of its time), both drawn by a generator seeded with `seed` (the
+// same seed, the same stream of draws; which calls meet them follows the wall clock). The
+// determinism property's second run opens one, so that a result that depends on arrival order
+// (accumulates applied as they come, MPI_ANY_SOURCE, MPI_Waitany) differs from the first run's, as
+// it would on a loaded machine, not only when the timing happens to change.
 #include <mpi.h>
 
 #include <chrono>

@@ -29,7 +29,7 @@ struct suite_options {
   std::uint64_t seed = 1;
   unsigned mask = all_properties;
   bool progress = true;  // a line on stderr every few seconds on long runs
-  case_pins pins;        // what every case fixes (backend, p, parameters); the rest is drawn
+  case_pins pins;        // what every case fixes (backend, p, parameters, M/N/K); the rest drawn
   // After RapidCheck's shrinking, simplify the failing case one field at a time (shrink.hpp)
   // until no single simplification still fails, in at most shrink_max_runs runs begun within
   // shrink_seconds. The selftest, which asks only whether a cell is caught, turns it off.

@@ -30,12 +30,13 @@ inline constexpr std::int64_t large_collectives = 512;
 [[nodiscard]] rc::Gen<std::int64_t> parameter(const par::param_spec& ps);
 // One of p's divisors, each equally likely (a divides_p parameter: the rows of a 2D mesh).
 [[nodiscard]] rc::Gen<std::int64_t> divisor_of(int p);
-// What a run pins instead of drawing: the backend, the worker count, strategy parameters (e.g.
-// a mesh's factors, dp=2 tp=2 on 8 ranks: pp = 2).
 // A pinned dimension: drawn from lo … hi (one value when lo = hi); shrinking goes toward lo.
 struct dim_range {
   std::int64_t lo = 0, hi = 0;
 };
+// What a run pins instead of drawing: the backend, the worker count, strategy parameters (e.g.
+// a mesh's factors, dp=2 tp=2 on 8 ranks: pp = 2), dimensions (a case the rest drawn cannot take
+// there, e.g. exact mode that would round, is drawn again as a declined one).
 struct case_pins {
   std::optional<par::backend_spec> backend;  // with its algorithm choices
   std::optional<int> p;
