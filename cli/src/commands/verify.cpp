@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
