@@ -222,6 +222,39 @@ std::string junit_xml(const run_results& r) {
     skipped += suite_skipped;
     time += s.seconds;
   }
+  if (r.baseline) {  // one testcase per lane: a failure when --baseline-fail names it
+    pugi::xml_node suite = suites.append_child("testsuite");
+    suite.append_attribute("name") = "baseline";
+    int suite_failures = 0;
+    for (const char* lane : {"drift", "growth"}) {
+      pugi::xml_node tc = suite.append_child("testcase");
+      tc.append_attribute("classname") = "baseline";
+      tc.append_attribute("name") = lane;
+      std::string text;
+      bool failure = false;
+      for (const auto& c : r.baseline->changes)
+        if (c.lane == lane) {
+          text += c.what + ": " + c.case_line + "\n";
+          failure = failure || c.failure;
+        }
+      if (failure) {
+        ++suite_failures;
+        pugi::xml_node f = tc.append_child("failure");
+        f.append_attribute("message") =
+            xml_safe(std::string(lane) + " against " + r.baseline->file).c_str();
+        f.append_attribute("type") = lane;
+        f.text() = xml_safe(text).c_str();
+      } else if (!text.empty()) {
+        tc.append_child("system-out").text() = xml_safe(text).c_str();
+      }
+    }
+    suite.append_attribute("tests") = 2;
+    suite.append_attribute("failures") = suite_failures;
+    suite.append_attribute("errors") = 0;
+    suite.append_attribute("skipped") = 0;
+    tests += 2;
+    failures += suite_failures;
+  }
   suites.append_attribute("tests") = tests;
   suites.append_attribute("failures") = failures;
   suites.append_attribute("errors") = 0;
@@ -291,6 +324,20 @@ std::string json_text(const run_results& r) {
     }
     passed += s.passed() ? 1 : 0;
     out["strategies"].push_back(j);
+  }
+  if (r.baseline) {
+    json b = {{"file", r.baseline->file},
+              {"compared", r.baseline->compared},
+              {"recorded", r.baseline->recorded},
+              {"growth_factor", r.baseline->growth},
+              {"failing_lanes", r.baseline->failing_lanes},
+              {"changes", json::array()}};
+    for (const auto& c : r.baseline->changes)
+      b["changes"].push_back(
+          {{"lane", c.lane}, {"case", c.case_line}, {"what", c.what}, {"failure", c.failure}});
+    out["baseline"] = b;
+  } else {
+    out["baseline"] = nullptr;
   }
   const auto n = static_cast<int>(r.strategies.size());
   out["summary"] = {{"strategies", n}, {"passed", passed}, {"failed", n - passed}};

@@ -4,6 +4,7 @@
 // rewritten whole, through a temporary file renamed over the old one, as each strategy finishes:
 // an interrupted run leaves the strategies it finished.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,20 @@ struct strategy_result {
   void add(const prop::case_verdict& v);
 };
 
+// What verify --baseline found (baseline.hpp): cases set against the file, cases recorded, and
+// each change, a failure when --baseline-fail names its lane.
+struct baseline_result {
+  std::string file;
+  int compared = 0, recorded = 0;
+  double growth = 0;
+  std::vector<std::string> failing_lanes;
+  struct change {
+    std::string lane, case_line, what;
+    bool failure = false;
+  };
+  std::vector<change> changes;
+};
+
 struct run_results {
   std::string program;
   int ranks = 0;
@@ -61,6 +76,7 @@ struct run_results {
   std::string corpus;     // the --corpus file, if any
   bool complete = false;  // false while strategies remain (an interrupted run stays false)
   std::vector<strategy_result> strategies;
+  std::optional<baseline_result> baseline;  // with --baseline, once the run is complete
 };
 
 // A property's verdict for a strategy: "fail", "not claimed", "not measured", "not selected"

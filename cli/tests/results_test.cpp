@@ -65,7 +65,7 @@ TEST(Junit, HostileTextParsesBackStrictly) {
   ASSERT_TRUE(doc.load_string(xml.c_str()));
   const pugi::xml_node suite = doc.child("testsuites").child("testsuite");
   EXPECT_EQ(suite.attribute("name").value(), results::xml_safe("k" + hostile));
-  EXPECT_STREQ(suite.attribute("tests").value(), "7");
+  EXPECT_STREQ(suite.attribute("tests").value(), "8");
   EXPECT_STREQ(suite.attribute("failures").value(), "2");
   EXPECT_STREQ(suite.attribute("skipped").value(), "2");  // memory not claimed, replicas not run
   const pugi::xml_node fwd = suite.find_child_by_attribute("testcase", "name", "forward");

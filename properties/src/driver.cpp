@@ -1,4 +1,5 @@
 #include "shardcheck/properties/driver.hpp"
+#include "shardcheck/properties/invariance.hpp"
 
 #include <unistd.h>
 #include <algorithm>
@@ -229,23 +230,35 @@ case_verdict driver::execute(const std::string& message) {
   const std::uint64_t serial = ++serial_;
   int abandoned = 0;  // the case's p when its ranks were out of step
   dog_->arm(line);
+  // The case, once every rank knows it runs (the same on every rank), and its outputs when they
+  // are compared with another run's (invariance) or digested (keep_digests).
+  std::optional<par::run_case> ran;
+  const subject* s = nullptr;
+  bool compare = false;
+  kept_outputs kept;
   try {
     par::run_case c = par::run_case::parse(line);
     const std::string replay = replay_command(program_, c, mask, timeout_);
     dog_->arm(replay);
     last_words::running(replay, shrink_command(program_, c, mask, timeout_));
-    const subject* s = find_(c.strategy);
+    s = find_(c.strategy);
     if (s == nullptr || s->k == nullptr)
       throw invalid_problem("unknown strategy '" + c.strategy + "'");
     if (c.p > world_.size())
       throw invalid_problem("the case needs p=" + std::to_string(c.p) + " workers; only " +
                             std::to_string(world_.size()) + " ranks were launched");
+    compare = keep_digests_ || ((mask & static_cast<unsigned>(property::invariance)) != 0 &&
+                                s->k->info().invariant.any());
+    ran = c;
     if (world_.rank() < c.p) {
       const par::flight::watch watch(reports_[static_cast<std::size_t>(c.p - 1)].native_handle(),
                                      serial);
-      mine = run_on_rank(*s, c, subs_[static_cast<std::size_t>(c.p - 1)], mask);
+      mine = run_on_rank(*s, c, subs_[static_cast<std::size_t>(c.p - 1)], mask,
+                         compare ? &kept : nullptr);
       abandoned = par::flight::case_abandoned() ? c.p : 0;
     }
+    if ((mask & static_cast<unsigned>(property::invariance)) != 0 && !s->k->info().invariant.any())
+      mine.not_claimed |= static_cast<unsigned>(property::invariance);
   } catch (const std::exception& e) {
     mine.failed |= static_cast<unsigned>(property::runs);
     mine.message = std::string("runs: ") + e.what();
@@ -253,6 +266,7 @@ case_verdict driver::execute(const std::string& message) {
 
   case_verdict out;
   const MPI_Comm w = world_.native_handle();
+  if (ran && compare) compare_outputs(*s, *ran, mask, kept, mine, out, abandoned);
   unsigned failed = mine.failed;
   par::check_mpi(MPI_Allreduce(&mine.failed, &failed, 1, MPI_UNSIGNED, MPI_BOR, w), "verdict");
   unsigned not_claimed = mine.not_claimed;
@@ -311,6 +325,55 @@ case_verdict driver::execute(const std::string& message) {
   dog_->disarm();
   last_words::idle();
   return out;
+}
+
+void driver::compare_outputs(const subject& s, const par::run_case& c, unsigned mask,
+                             const kept_outputs& kept, verdict& mine, case_verdict& out,
+                             int& abandoned) {
+  const MPI_Comm w = world_.native_handle();
+  const auto runs = static_cast<unsigned>(property::runs);
+  // Only a case that ran everywhere, its ranks in step, has outputs to compare.
+  int state[2] = {(mine.failed & runs) != 0 ? 1 : 0, abandoned};
+  par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, state, 2, MPI_INT, MPI_MAX, w), "outputs");
+  if (state[0] != 0 || state[1] != 0) return;
+  const std::vector<output_shape> shapes = output_shapes(*s.k, c);
+  const output_digests first = digest(kept, shapes, w);
+  if (keep_digests_ && leader())
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      out.output_names.push_back(shapes[i].name);
+      out.digests.push_back(first.of(i));
+    }
+  if ((mask & static_cast<unsigned>(property::invariance)) == 0 || !s.k->info().invariant.any())
+    return;
+  const auto fail = [&](const std::string& why) {
+    if (!leader()) return;
+    mine.failed |= static_cast<unsigned>(property::invariance);
+    if (mine.message.empty()) mine.message = "invariance: " + why;
+  };
+  for (const variant& v : variants_of(*s.k, c)) {
+    kept_outputs other;
+    verdict theirs;
+    const std::uint64_t serial = ++serial_;
+    int lost = 0;
+    if (world_.rank() < v.c.p) {
+      const par::flight::watch watch(reports_[static_cast<std::size_t>(v.c.p - 1)].native_handle(),
+                                     serial);
+      theirs = run_on_rank(s, v.c, subs_[static_cast<std::size_t>(v.c.p - 1)], 0, &other);
+      lost = par::flight::case_abandoned() ? v.c.p : 0;
+    }
+    int again[2] = {(theirs.failed & runs) != 0 ? 1 : 0, lost};
+    par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, again, 2, MPI_INT, MPI_MAX, w), "outputs");
+    if (again[1] != 0) {
+      abandoned = again[1];
+      return fail("the same case at " + v.setting + " left its ranks out of step (" +
+                  v.c.to_string() + ")");
+    }
+    if (again[0] != 0)
+      return fail("the same case at " + v.setting + " does not run (" + v.c.to_string() + ")");
+    const output_digests second = digest(other, shapes, w);
+    if (second == first) continue;
+    return fail(first_difference(kept, first, v.base, other, second, v.setting, shapes, w));
+  }
 }
 
 case_verdict driver::run(const par::run_case& c, unsigned mask) {
@@ -462,6 +525,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
         v = run_until_failure(c, o.mask, ~0U, candidate_runs - 1).v;
       ++evaluated;
       if (!failing) ++report.cases;
+      if (!failing && o.on_case) o.on_case(c, v);
       if (o.progress && clock::now() - last_progress > std::chrono::seconds(5)) {
         last_progress = clock::now();
         std::fprintf(stderr, "  %s: %d/%d cases%s\n", name.c_str(), report.cases, o.cases,

@@ -34,6 +34,7 @@ std::string_view to_string(property p) {
     case property::memory: return "memory";
     case property::determinism: return "determinism";
     case property::replicas: return "replicas";
+    case property::invariance: return "invariance";
   }
   return "?";
 }
@@ -54,7 +55,7 @@ unsigned parse_properties(std::string_view s) {
     if (!found)
       throw invalid_problem("unknown property '" + std::string(name) +
                             "' (known: runs, forward, backward, ledger, memory, determinism, "
-                            "replicas)");
+                            "replicas, invariance)");
     if (comma == s.npos) break;
     pos = comma + 1;
   }
@@ -913,8 +914,9 @@ void describe_outputs(const par::case_plan& plan, const run_result& got,
 // even after a failure, and the exchange is made whether replicas is checked or not: it is the
 // watched exchange after the kernel's re-runs (determinism, memory), where a rank that returned
 // early from one waits (flight.hpp). \note collective over case_comm.
+// `counted` (one flag per output) says whether this rank is the lowest holding its block.
 void check_replicas(case_run& run, par::comm& case_comm, const std::vector<tensor_slot>& outputs,
-                    std::vector<std::uint64_t>& mine) {
+                    std::vector<std::uint64_t>& mine, std::vector<bool>& counted) {
   std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(case_comm.size()));
   MPI_Request r = MPI_REQUEST_NULL;
   par::check_mpi(
@@ -931,6 +933,14 @@ void check_replicas(case_run& run, par::comm& case_comm, const std::vector<tenso
     new std::vector<std::uint64_t>(std::move(all));   // NOLINT(cppcoreguidelines-owning-memory)
     throw;
   }
+  counted.assign(outputs.size(), true);
+  for (int q = 0; q < run.rank; ++q)
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const std::uint64_t* a = mine.data() + i * replica_fields;
+      const std::uint64_t* b =
+          all.data() + (static_cast<std::size_t>(q) * outputs.size() + i) * replica_fields;
+      if (b[0] != 0 && std::equal(a + 1, a + 4, b + 1)) counted[i] = false;
+    }
   if (!run.on(property::replicas)) return;
   for (int q = 0; q < case_comm.size(); ++q) {
     if (q == run.rank) continue;
@@ -996,7 +1006,8 @@ rank_inputs inputs_of(const par::case_plan& plan, const par::run_case& c) {
   return in;
 }
 
-verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_comm, unsigned mask) {
+verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_comm, unsigned mask,
+                    kept_outputs* keep) {
   case_run run{s, c, mask, case_comm.rank(), {}};
   const std::vector<tensor_slot> outputs = par::outputs_of(c);
   std::vector<std::uint64_t> mine(outputs.size() * replica_fields, 0);
@@ -1055,10 +1066,24 @@ verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_co
     } catch (const std::exception& e) {
       run.fail(property::runs, e.what());
     }
+  std::vector<bool> counted;
   try {
-    check_replicas(run, case_comm, outputs, mine);
+    check_replicas(run, case_comm, outputs, mine, counted);
   } catch (const par::flight::out_of_step& e) {
     run.out_of_step(e);
+    return run.v;
+  }
+  if (keep != nullptr && ran && (run.v.failed & static_cast<unsigned>(property::runs)) == 0) {
+    *keep = {};
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      keep->slots.push_back(outputs[i]);
+      keep->blocks.push_back((*plan)[outputs[i]].region);
+      keep->values.push_back(std::move(outputs[i].t == tensor::y ? first->y
+                                       : outputs[i].t == tensor::dx
+                                           ? first->dx
+                                           : first->dws.at(outputs[i].layer)));
+      keep->counted.push_back(counted.at(i));
+    }
   }
   return run.v;
 }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "../baseline.hpp"
 #include "../corpus.hpp"
 #include "../dump.hpp"
 #include "../results.hpp"
@@ -78,7 +79,7 @@ std::string declined_line(std::int64_t declined, const std::string& example) {
 }
 
 // The table's first column fits the longest name (a mutant's is long).
-std::string report_row(const prop::strategy_report& r, int width,
+std::string report_row(const prop::strategy_report& r, int width, unsigned mask,
                        const std::string& survived = {}) {
   const auto memory = static_cast<unsigned>(prop::property::memory);
   const std::string peak = (r.not_claimed & memory) != 0 ? "not claimed"
@@ -92,9 +93,8 @@ std::string report_row(const prop::strategy_report& r, int width,
                              : survived.c_str(),
           r.seconds, peak.c_str());
   out += error_rows(r.errors);
-  if (r.not_claimed != 0)
-    appendf(out, "  not claimed (never judged): %s\n",
-            prop::properties_to_string(r.not_claimed).c_str());
+  if (const unsigned shown = prop::shown_not_claimed(r.not_claimed, mask); shown != 0)
+    appendf(out, "  not claimed (never judged): %s\n", prop::properties_to_string(shown).c_str());
   // What a kernel that claims no collectives really moved, as recorded.
   if ((r.not_claimed & static_cast<unsigned>(prop::property::ledger)) != 0)
     appendf(out, "  recorded: at most %s sent by one rank in one case\n",
@@ -193,7 +193,7 @@ std::string suite_table(const results::run_results& rr) {
     r.bound_bytes = res.bound_bytes;
     r.declined = res.declined;
     r.declined_example = res.declined_example;
-    out += report_row(r, width, res.survived);
+    out += report_row(r, width, rr.mask, res.survived);
     if (res.survived == "never acted")
       appendf(out, "  mutant never acted: its fault found nothing to change in any case\n");
     else if (!res.survived.empty())
@@ -229,6 +229,10 @@ struct verify_options {
   std::string dump;                   // with --replay: the case's values as .npy files here
   int reruns = prop::default_reruns;  // a failing case runs this many more times
   int repeat = 1;                     // a replayed case runs up to this many times, until it fails
+  std::string baseline;               // each case's digests and shares, kept and compared
+  std::string baseline_fail;          // lanes that fail the run: drift, growth
+  double baseline_growth = 2;         // a share grown past this factor is `growth`
+  bool baseline_update = false;       // rewrite the file with this run's values
 };
 
 // (name, kernel) of each strategy to check; a name may be a mutant's. Default: every strategy;
@@ -365,9 +369,8 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
                 v.worst_error, human_bytes(v.peak_bytes).c_str(),
                 human_bytes(v.bound_bytes).c_str());
     std::fputs(error_rows(v.errors).c_str(), stdout);
-    if (v.not_claimed != 0)
-      std::printf("not claimed (never judged): %s\n",
-                  prop::properties_to_string(v.not_claimed).c_str());
+    if (const unsigned shown = prop::shown_not_claimed(v.not_claimed, mask); shown != 0)
+      std::printf("not claimed (never judged): %s\n", prop::properties_to_string(shown).c_str());
     if ((v.not_claimed & static_cast<unsigned>(prop::property::ledger)) != 0)
       std::printf("recorded: at most %s sent by one rank\n", human_bytes(v.recorded_sent).c_str());
     if (v.mpi_peak_bytes > 0)
@@ -539,8 +542,29 @@ replay_outcome replay_case(prop::driver& d, const par::run_case& c, unsigned mas
 }
 
 // Leader: every planned case, its verdict printed. Returns the exit status.
+// With --baseline: the book's findings into the results, its file written, its summary printed.
+// Returns false when the file could not be written.
+bool close_baseline(baseline::book* book, results::run_results& rr) {
+  if (book == nullptr) return true;
+  bool written = true;
+  try {
+    book->save();
+  } catch (const error& e) {
+    std::fprintf(stderr, "shardcheck: --baseline: %s\n", e.what());
+    written = false;
+  }
+  results::baseline_result b{
+      book->path(), book->compared(), book->recorded(), book->growth(), {}, {}};
+  for (const char* lane : {"drift", "growth"})
+    if (book->fails(lane)) b.failing_lanes.emplace_back(lane);
+  for (const baseline::finding& f : book->findings())
+    b.changes.push_back({f.lane, f.case_line, f.what, book->fails(f.lane)});
+  rr.baseline = std::move(b);
+  return written;
+}
+
 int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& o, unsigned mask,
-                const std::string& program) {
+                const std::string& program, baseline::book* book) {
   using clock = std::chrono::steady_clock;
   warn_if_unmeasured(mask);
   results::run_results rr = new_run(o, mask, d.ranks(), program);
@@ -552,6 +576,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
     write_on_abort(o, rr, pc.c.strategy, nullptr);
     const replay_outcome r = replay_case(d, pc.c, mask, o);
     const prop::case_verdict& v = r.v;
+    if (book != nullptr) book->observe(pc.c, v);
     auto it =
         std::find_if(rr.strategies.begin(), rr.strategies.end(),
                      [&](const results::strategy_result& r) { return r.name == pc.c.strategy; });
@@ -575,8 +600,11 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
   prop::last_words::on_abort({});
   d.stop();
   rr.complete = true;
+  written = close_baseline(book, rr) && written;
   written = try_write_results(o, rr) && written;
   for (const std::string& why : plan.skipped) std::printf("skipped %s\n", why.c_str());
+  if (book != nullptr) std::fputs(book->summary().c_str(), stdout);
+  if (book != nullptr && book->failed() && status == 0) status = prop::exit_code::failed;
   if (!o.replay_file.empty())
     std::printf("%zu passed, %d failed\n", plan.cases.size() - static_cast<std::size_t>(failed),
                 failed);
@@ -587,7 +615,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
 // table. New shrunk failures are appended to the corpus. Returns the exit status.
 int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
               const prop::suite_options& so, const std::string& program, const verify_options& o,
-              replay_plan corpus_plan) {
+              replay_plan corpus_plan, baseline::book* book) {
   using clock = std::chrono::steady_clock;
   std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
               d.ranks(), so.cases, static_cast<unsigned long long>(so.seed),
@@ -608,6 +636,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     for (const planned_case& pc : corpus_plan.cases) {
       if (pc.c.strategy != n) continue;
       const replay_outcome r = replay_case(d, pc.c, so.mask, o);
+      if (book != nullptr) book->observe(pc.c, r.v);
       res.add(r.v);
       ++replayed;
       if (r.v.failed != 0) {
@@ -662,6 +691,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
   prop::last_words::on_abort({});
   d.stop();
   rr.complete = true;
+  written = close_baseline(book, rr) && written;
   written = try_write_results(o, rr) && written;
   std::fputs(suite_table(rr).c_str(), stdout);
   int passed = 0, survived = 0;
@@ -675,6 +705,8 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     for (const std::string& why : corpus_plan.skipped) std::printf("  skipped %s\n", why.c_str());
   }
   std::fputs(failures_text(rr).c_str(), stdout);
+  if (book != nullptr) std::fputs(book->summary().c_str(), stdout);
+  if (book != nullptr && book->failed() && status == 0) status = prop::exit_code::failed;
   std::printf("%d passed, %zu failed", passed,
               rr.strategies.size() - static_cast<std::size_t>(passed + survived));
   if (survived > 0)
@@ -686,7 +718,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
 int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen, replay_plan& plan,
                 const verify_options& o, unsigned mask, std::optional<par::backend_spec> forced,
                 const std::map<std::string, std::int64_t>& pinned, std::int64_t limit,
-                const std::string& program);
+                const std::string& program, baseline::book* book);
 
 // No two of the files a run writes (and the corpus it reads and extends) may be one file.
 void check_distinct_files(const verify_options& o) {
@@ -694,7 +726,8 @@ void check_distinct_files(const verify_options& o) {
   std::vector<std::pair<std::string, fs::path>> seen;
   for (const auto& [option, path] :
        {std::pair{"--junit", &o.junit}, std::pair{"--json", &o.json},
-        std::pair{"--corpus", &o.corpus}, std::pair{"--log-cases", &o.log_cases}}) {
+        std::pair{"--corpus", &o.corpus}, std::pair{"--log-cases", &o.log_cases},
+        std::pair{"--baseline", &o.baseline}}) {
     if (path->empty()) continue;
     std::error_code ec;
     const fs::path p = fs::weakly_canonical(fs::absolute(*path, ec), ec);
@@ -738,10 +771,15 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   check_pins(chosen, pinned, shape_pins(o), o.p, world.size(), limit);
   // The leader reads the replay lines (stdin reaches rank 0 only) and tries the result files;
   // every rank learns whether that went well.
+  if (o.baseline.empty() && (!o.baseline_fail.empty() || o.baseline_update))
+    throw usage_error("--baseline-fail and --baseline-update need --baseline FILE");
   replay_plan plan;
   std::string plan_error;
+  std::optional<baseline::book> book;
   if (world.rank() == 0) {
     try {
+      if (!o.baseline.empty())
+        book.emplace(o.baseline, o.baseline_growth, o.baseline_fail, o.baseline_update);
       if (!o.replay.empty()) plan.cases.push_back({replay_case, 0});
       if (!o.replay_file.empty())
         plan = plan_replays(cat, corpus::read_lines(o.replay_file, false),
@@ -776,6 +814,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (bad != 0) throw usage_error(plan_error);
   prop::driver d(
       world, [&](std::string_view n) { return cat.find(n); }, o.case_timeout, program);
+  if (!o.baseline.empty()) d.keep_digests();
   int status = 0;
   if (!d.leader()) {
     d.serve();
@@ -783,7 +822,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     // The followers wait in serve(): an error here ends the job (exit 4) rather than leave them.
     try {
       if (!o.log_cases.empty()) d.log_cases(o.log_cases);
-      status = lead_verify(d, cat, chosen, plan, o, mask, forced, pinned, limit, program);
+      status = lead_verify(d, cat, chosen, plan, o, mask, forced, pinned, limit, program,
+                           book ? &*book : nullptr);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "shardcheck: runtime error: %s\n", e.what());
       std::fflush(stdout);
@@ -801,10 +841,10 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
 int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen, replay_plan& plan,
                 const verify_options& o, unsigned mask, std::optional<par::backend_spec> forced,
                 const std::map<std::string, std::int64_t>& pinned, std::int64_t limit,
-                const std::string& program) {
+                const std::string& program, baseline::book* book) {
   int status = 0;
   if (!o.replay.empty() || !o.replay_file.empty()) {
-    status = run_replays(d, plan, o, mask, program);
+    status = run_replays(d, plan, o, mask, program, book);
   } else {
     prop::suite_options so;
     so.cases = o.cases;
@@ -817,7 +857,11 @@ int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen
     so.pins.params = pinned;
     so.memory_limit = limit;
     so.reruns = o.reruns;
-    status = run_suite(d, cat, chosen, so, program, o, std::move(plan));
+    if (book != nullptr)
+      so.on_case = [book](const par::run_case& c, const prop::case_verdict& v) {
+        book->observe(c, v);
+      };
+    status = run_suite(d, cat, chosen, so, program, o, std::move(plan), book);
   }
   return status;
 }
@@ -873,6 +917,19 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   verify->add_flag("--quiet", o->quiet, "No progress lines");
+  verify->add_option("--baseline", o->baseline,
+                     "Each case's output digests and shares of both bounds: recorded in FILE when "
+                     "it does not exist, else compared with it (drift: bits changed; growth: a "
+                     "share grown past --baseline-growth times)");
+  verify->add_option("--baseline-fail", o->baseline_fail,
+                     "Lanes of --baseline that fail the run (exit 1), not only warn: drift, "
+                     "growth or drift,growth");
+  verify
+      ->add_option("--baseline-growth", o->baseline_growth,
+                   "The factor past which a share of a bound has grown")
+      ->capture_default_str();
+  verify->add_flag("--baseline-update", o->baseline_update,
+                   "Rewrite the --baseline file with this run's values");
   auto* p_opt = verify->add_option("--p", o->p,
                                    "Run every case on exactly this many workers (default: drawn)");
   auto* param_opt = verify->add_option(

@@ -95,6 +95,18 @@ struct preconditions {
 // "p a perfect square; every dimension ≥ 1; K a multiple of 2; no empty parts"; "" for none.
 [[nodiscard]] std::string to_string(const preconditions& t);
 
+// The settings under which a kernel claims bitwise-identical outputs for the same global case
+// (kernel_info::invariant): the `invariance` property runs each case again under each claimed
+// setting and compares every output's bits, wherever the elements are placed. Declared out here
+// for the reason peak_claim is.
+struct invariance_claim {
+  bool workers = false;    // any other worker count p (the case's splits rebalanced)
+  bool partition = false;  // any other partition of the splits it draws (uneven or balanced)
+  bool backend = false;    // the other collectives backend (mpi or native)
+  std::vector<std::string> params{};  // parameters whose value never changes a bit
+  [[nodiscard]] bool any() const { return workers || partition || backend || !params.empty(); }
+};
+
 struct kernel_info {
   std::string name;
   std::string summary;
@@ -115,6 +127,9 @@ struct kernel_info {
   // one-sided accumulates): `determinism` is then reported `not claimed` and never run, while
   // `replicas` (ranks holding one block hold the same bits within a run) is still judged.
   bool deterministic = true;
+  // Settings under which the kernel claims bitwise-identical outputs for the same global case
+  // (TP- or batch-invariant modes); none by default (above).
+  invariance_claim invariant{};
 
   [[nodiscard]] bool supports(dtype t) const;
   // t in dtypes and p in policies (with acc, reduce each f32 or t).

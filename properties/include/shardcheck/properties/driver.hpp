@@ -24,6 +24,8 @@ namespace shardcheck::prop {
 // How many more times a failing case runs before it is reported (verify --reruns).
 inline constexpr int default_reruns = 8;
 
+struct case_verdict;
+
 struct suite_options {
   int cases = 100;
   std::uint64_t seed = 1;
@@ -43,6 +45,8 @@ struct suite_options {
   // first failure found reproduces in fewer than all of them (intermittent), every shrinking
   // candidate runs up to 1 + reruns times and is kept if one of its runs fails.
   int reruns = default_reruns;
+  // Called on the leader with each drawn case and its verdict (not shrinking's candidates).
+  std::function<void(const par::run_case&, const case_verdict&)> on_case{};
 };
 
 // The verdict of one case over all ranks.
@@ -56,6 +60,10 @@ struct case_verdict {
   unsigned not_measured = 0;  // properties some rank could not measure (memory without the hook)
   std::int64_t recorded_sent = 0;   // the most bytes one rank sent, as recorded (verdict)
   std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls
+  // Leader, when the driver keeps digests (keep_digests) and the case ran everywhere: each
+  // output's name and digest (invariance.hpp), in the order Y, dX, dW_1 …
+  std::vector<std::string> output_names;
+  std::vector<std::uint64_t> digests;
 };
 
 struct strategy_report {
@@ -135,6 +143,8 @@ class driver {
   // case runs, so a crash or an interrupt leaves it there; the file replays with --replay-file.
   // Throws error when the file cannot be opened.
   void log_cases(const std::string& path);
+  // Every rank alike: from now on each case's verdict carries its outputs' digests (baselines).
+  void keep_digests() { keep_digests_ = true; }
   // Leader only: ends the followers' serve().
   void stop();
   // Followers: run what the leader sends until STOP.
@@ -142,6 +152,11 @@ class driver {
 
  private:
   case_verdict execute(const std::string& message);
+  // Every rank: case c's outputs (kept) digested and, for a kernel claiming invariance, set
+  // against the same case's under each claimed setting; a difference fails `invariance` on the
+  // leader. `abandoned` becomes a variant's p when its ranks were out of step.
+  void compare_outputs(const subject& s, const par::run_case& c, unsigned mask,
+                       const kept_outputs& kept, verdict& mine, case_verdict& out, int& abandoned);
   void finish();
   par::comm& world_;
   lookup find_;
@@ -152,6 +167,7 @@ class driver {
   std::uint64_t serial_ = 0;        // cases run, the same on every rank
   struct watchdog;
   std::unique_ptr<watchdog> dog_;
+  bool keep_digests_ = false;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> case_log_{nullptr, &std::fclose};
   std::string case_log_path_;
 };

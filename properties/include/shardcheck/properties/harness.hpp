@@ -29,11 +29,22 @@ enum class property : unsigned {
   memory = 1u << 4,       // measured peak bytes ≤ the cost model's bound, per phase
   determinism = 1u << 5,  // a second run gives the same bits
   replicas = 1u << 6,     // ranks holding the same block of an output hold the same bits
+  // The same global case run under another setting the kernel claims (kernel_info::invariant:
+  // another p, partition, backend or parameter value) gives the same bits in every output.
+  invariance = 1u << 7,
 };
-inline constexpr unsigned all_properties = 0x7f;
-inline constexpr property checked_properties[] = {property::forward,     property::backward,
-                                                  property::ledger,      property::memory,
-                                                  property::determinism, property::replicas};
+inline constexpr unsigned all_properties = 0xff;
+inline constexpr property checked_properties[] = {
+    property::forward,     property::backward, property::ledger,    property::memory,
+    property::determinism, property::replicas, property::invariance};
+// Properties few kernels claim: a report's `not claimed` line leaves them out unless asked for
+// by name (--property); JSON and JUnit still say `not claimed`.
+inline constexpr unsigned opt_in_properties = static_cast<unsigned>(property::invariance);
+// The not-claimed properties a report's `not claimed` line names: the opt-in ones only when
+// `mask` (what the run checks) names them, i.e. is not every property.
+[[nodiscard]] constexpr unsigned shown_not_claimed(unsigned not_claimed, unsigned mask) {
+  return mask == all_properties ? not_claimed & ~opt_in_properties : not_claimed;
+}
 [[nodiscard]] std::string_view to_string(property p);
 // Comma-separated names, or "all"; throws invalid_problem.
 [[nodiscard]] unsigned parse_properties(std::string_view s);
@@ -108,10 +119,20 @@ struct rank_inputs {
 };
 [[nodiscard]] rank_inputs inputs_of(const par::case_plan& plan, const par::run_case& c);
 
-// Runs case c on this rank of case_comm (whose size is c.p), checking the properties in `mask`.
-// \note collective over case_comm.
+// What the first run of a case left on this rank, for comparing its outputs with another run's
+// (invariance.hpp): each output's block and bits, and whether this rank counts the block (the
+// lowest rank holding it, so that replicas count once). Empty where the case did not run.
+struct kept_outputs {
+  std::vector<par::tensor_slot> slots;
+  std::vector<par::block> blocks;
+  std::vector<par::any_matrix> values;
+  std::vector<bool> counted;
+};
+
+// Runs case c on this rank of case_comm (whose size is c.p), checking the properties in `mask`;
+// with `keep`, leaves the outputs there. \note collective over case_comm.
 [[nodiscard]] verdict run_on_rank(const subject& s, const par::run_case& c, par::comm& case_comm,
-                                  unsigned mask);
+                                  unsigned mask, kept_outputs* keep = nullptr);
 
 // Runs forward and backward of case c once on this rank of case_comm and returns what this rank
 // recorded, in order (the mesh's collectives and the kernel's raw MPI calls, phase by phase),
