@@ -19,7 +19,9 @@
 //     is still in its closing pgroup sync (collective mismatch; a hang without shardcheck);
 //   a dimension above 1024: pnga_matmul's task list holds MAX_CHUNKS = 1024 row chunks and GA
 //     aborts past it (the chunk sizes come from its memory heuristics; 1024 is the bound that
-//     holds whatever they pick).
+//     holds whatever they pick). Not declined though GA fails there: exactly 1024 row chunks,
+//     which GA's regular path never gets through (it spins: p = 2, M = 2, N = 1024, K = 1,
+//     out_in hangs until the watchdog ends the case).
 //
 // Claims.
 //   chains: Y K, dX N, dW M. GA's matmul computes each chunk of C with a local gemm over a
@@ -27,12 +29,20 @@
 //     order that the irregular path leaves to arrival; any order is a tree of k − 1 additions.
 //   determinism: not claimed (not deterministic by design: GA's irregular matmul accumulates
 //     partial products into one block from several processes in arrival order).
-//   collectives (ledger): not claimed. What GA issues is recorded (ARMCI-MPI moves data with
-//     MPI_Accumulate(REPLACE) and MPI_Get_accumulate(NO_OP) inside lock_all epochs, flushes
-//     after each, creates a window per array with an all-gather of bases, and GA adds barriers
-//     and all-reduces), but its sequence depends on GA's chunking, which reads MA's free memory
-//     (pnga_memory_avail) and ARMCI-MPI's environment (ARMCI_STRIDED_METHOD, …) besides the
-//     case; no exact sequence has been derived.
+//   collectives (ledger): every raw MPI call of each phase on rank me, in order, replayed from GA
+//     5.8.2's and ARMCI-MPI 0.3.1's source (ledger(), ga_ledger.hpp): each array's window
+//     (all-reduce, MPI_Win_allocate, all-gather of bases, lock_all; GA's syncs and all-reduce
+//     around it), its free, the syncs (a flush_all per live window and a barrier), and each
+//     transfer row by row (NGA_Put: MPI_Accumulate(REPLACE) and a flush_local; NGA_Get:
+//     MPI_Get_accumulate(NO_OP) and, to wait, a flush_local_all per live window; NGA_Acc:
+//     MPI_Accumulate(SUM)), to the processes of a patch in GA's shuffled iterator order.
+//     GA_Dgemm's path and chunks follow from every process's blocks and MA's free memory, which
+//     the claim reads where GA does (MA_inquire_avail). Nothing depends on timing (no polling:
+//     waits are flushes, the irregular path deals chunks by index, accumulates are atomic MPI
+//     calls). Claimed on every case taken, except: not when an ARMCI_* variable (or
+//     COMEX_MAX_NB_OUTSTANDING) is set (the replay assumes ARMCI-MPI's defaults), not when MA is
+//     not set up (explain without --record), not when GA's task list cannot take C's row
+//     chunks (1024 or more: GA aborts above, spins at exactly 1024).
 //   memory: each phase's peak on rank me, from GA 5.8.2's and ARMCI-MPI 0.3.1's source (peak()):
 //     the largest of pnga_matmul's buffer and the outputs the adapter copies out (the buffer is
 //     taken and freed inside each GA_Dgemm, the outputs are made after the last), plus one strided
@@ -60,7 +70,9 @@
 //     41,943,136 + 24·max(M, W's rows) + 512 + 2·192 bytes.
 #pragma once
 #include <ga.h>
+#include <macdecls.h>
 #include <mpi.h>
+#include <unistd.h>  // environ
 
 #include <algorithm>
 #include <cstdint>
@@ -70,9 +82,12 @@
 #include <shardcheck/parallel/kernel.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "ga_ledger.hpp"
 
 // GA's own process-grid heuristic (global/src/decomp.c): a local computation, no communication.
 // Integer is GA's Fortran integer, 64-bit in Debian's build (ga-config --fint:
@@ -197,7 +212,56 @@ class ga_dgemm : public sc::kernel {
     sc::claims out;
     out.chains = std::vector<sc::chain_lengths>{{c.prob.K, c.prob.N, c.prob.M}};
     out.peak = peak(c, coords[0]);
+    out.collectives = ledger(c, coords[0]);
     return out;
+  }
+
+  // Whether ARMCI-MPI runs with its defaults: no ARMCI_* variable (nor GA's
+  // COMEX_MAX_NB_OUTSTANDING) in the environment, which ga_ledger.hpp's replay assumes.
+  [[nodiscard]] static bool armci_defaults() {
+    for (char** v = environ; v != nullptr && *v != nullptr; ++v) {
+      const std::string_view s(*v);
+      if (s.starts_with("ARMCI_") || s.starts_with("COMEX_MAX_NB_OUTSTANDING=")) return false;
+    }
+    return true;
+  }
+
+  // Rank me's raw MPI calls in each phase, replayed from GA's and ARMCI-MPI's source
+  // (ga_ledger.hpp): nothing when ARMCI-MPI is configured otherwise or MA is not set up (GA's
+  // matmul reads MA's free memory, MA_inquire_avail, for its chunks).
+  [[nodiscard]] static std::optional<sc::claims::collective_claim> ledger(const sc::run_case& c,
+                                                                          int me) {
+    if (!armci_defaults() || MA_initialized() == 0) return std::nullopt;
+    const auto& p = c.prob;
+    const bool out_in = p.layout == shardcheck::weight_layout::out_in;
+    const bool f32 = p.type == shardcheck::dtype::f32;
+    const std::int64_t e = f32 ? 4 : 8, avail = MA_inquire_avail(f32 ? C_FLOAT : C_DBL);
+    const std::int64_t wr = out_in ? p.N : p.K, wc = out_in ? p.K : p.N;
+    // X and dX, W and dW, Y and dY: the same shapes, dealt alike.
+    const ga_ledger::array x{ga_rows(p.M, p.K, c.p), p.K}, w{ga_rows(wr, wc, c.p), wc},
+        y{ga_rows(p.M, p.N, c.p), p.N};
+    ga_ledger::replay fwd(c.p, me, e, avail);
+    for (const auto* a : {&x, &w, &y}) fwd.create(*a);
+    fwd.put_own(x);
+    fwd.put_own(w);
+    fwd.gemm('N', out_in ? 'T' : 'N', p.M, p.N, p.K, x, w, y);
+    fwd.get_own(y);
+    for (int i = 0; i < 3; ++i) fwd.destroy();
+    ga_ledger::replay bwd(c.p, me, e, avail);
+    for (const auto* a : {&x, &w, &y, &x, &w}) bwd.create(*a);  // X, W, dY, dX, dW
+    bwd.put_own(x);
+    bwd.put_own(w);
+    bwd.put_own(y);
+    bwd.gemm('N', out_in ? 'N' : 'T', p.M, p.K, p.N, y, w, x);
+    if (out_in)
+      bwd.gemm('T', 'N', p.N, p.K, p.M, y, x, w);
+    else
+      bwd.gemm('T', 'N', p.K, p.N, p.M, x, y, w);
+    bwd.get_own(x);
+    bwd.get_own(w);
+    for (int i = 0; i < 5; ++i) bwd.destroy();
+    if (!fwd.replayed() || !bwd.replayed()) return std::nullopt;
+    return sc::claims::collective_claim{fwd.take(), bwd.take()};
   }
 
   // pnga_matmul's buffer (gai_get_armci_memory, matmul.c/matmul.h of GA 5.8.2): BLOCK_SIZE² =
