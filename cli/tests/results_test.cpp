@@ -9,6 +9,7 @@
 #include <pugixml.hpp>
 #include <sstream>
 
+#include "baseline.hpp"
 #include "corpus.hpp"
 #include "results.hpp"
 #include "shardcheck/cli.hpp"
@@ -216,6 +217,82 @@ TEST(Cli, ReplayArgumentAbove128KiBIsBadUsage) {
   EXPECT_EQ(cli_main(4, argv), 2);
   EXPECT_NE(testing::internal::GetCapturedStderr().find("at most 131072 (128 KiB)"),
             std::string::npos);
+}
+
+// A passing case's verdict as the driver reduces it with digests kept: Y's digest and its f64
+// shares of both bounds.
+prop::case_verdict digested(std::uint64_t y_digest, double rigorous, double statistical) {
+  prop::case_verdict v;
+  v.output_names = {"Y", "dX", "dW"};
+  v.digests = {y_digest, 2, 3};
+  v.errors.at(dtype::f64, par::tensor::y, value_mode::uniform) = {1, rigorous, statistical};
+  return v;
+}
+
+TEST(Baseline, RecordsThenReportsDriftAndGrowthOnlyPastTheFactor) {
+  const fs::path f = fs::temp_directory_path() / ("baseline_test_" + std::to_string(::getpid()));
+  fs::remove(f);
+  const par::run_case c = par::run_case::parse(
+      "strategy=k p=2 M=3 N=4 K=5 dtype=f64 layout=out_in mode=uniform seed=1 backend=mpi");
+  {
+    baseline::book first(f.string(), 2, "", false);
+    first.observe(c, digested(1, 0.1, 0.2));
+    first.save();
+    EXPECT_EQ(first.recorded(), 1);
+  }
+  baseline::book same(f.string(), 2, "", false);
+  same.observe(c, digested(1, 0.19, 0.39));  // under 2×: no growth
+  EXPECT_EQ(same.compared(), 1);
+  EXPECT_TRUE(same.findings().empty());
+  baseline::book changed(f.string(), 2, "growth", false);
+  changed.observe(c, digested(7, 0.25, 0.2));  // Y's bits changed; rigorous share 2.5×
+  ASSERT_EQ(changed.findings().size(), 2U);
+  EXPECT_EQ(changed.findings()[0].lane, "drift");
+  EXPECT_EQ(changed.findings()[0].what, "Y 0x0000000000000007 was 0x0000000000000001");
+  EXPECT_EQ(changed.findings()[1].lane, "growth");
+  EXPECT_EQ(changed.findings()[1].what, "Y rigorous share 0.25 was 0.1");
+  EXPECT_TRUE(changed.failed());  // growth is a failing lane here, drift a warning
+  EXPECT_TRUE(changed.fails("growth"));
+  EXPECT_FALSE(changed.fails("drift"));
+  // A failing case is neither compared nor recorded.
+  prop::case_verdict bad = digested(9, 0.9, 0.9);
+  bad.failed = forward;
+  changed.observe(c, bad);
+  EXPECT_EQ(changed.compared(), 1);
+  fs::remove(f);
+}
+
+TEST(Baseline, SharesUnderOnePercentNeverGrow) {
+  const fs::path f = fs::temp_directory_path() / ("baseline_small_" + std::to_string(::getpid()));
+  fs::remove(f);
+  const par::run_case c = par::run_case::parse(
+      "strategy=k p=1 M=1 N=1 K=1 dtype=f64 layout=out_in mode=uniform seed=2 backend=mpi");
+  {
+    baseline::book first(f.string(), 2, "", false);
+    first.observe(c, digested(1, 0, 0.001));
+    first.save();
+  }
+  baseline::book later(f.string(), 2, "growth", false);
+  later.observe(c, digested(1, 0.009, 0.009));
+  EXPECT_TRUE(later.findings().empty());
+  later.observe(c, digested(1, 0.02, 0));
+  ASSERT_EQ(later.findings().size(), 1U);
+  EXPECT_EQ(later.findings()[0].what, "Y rigorous share 0.02 was 0");
+  fs::remove(f);
+}
+
+TEST(Baseline, BadFilesAndOptionsAreErrors) {
+  const fs::path f = fs::temp_directory_path() / ("baseline_bad_" + std::to_string(::getpid()));
+  std::ofstream(f) << "{\"schema\": \"other\"}";
+  EXPECT_THROW(baseline::book(f.string(), 2, "", false), error);
+  std::ofstream(f) << "not json";
+  EXPECT_THROW(baseline::book(f.string(), 2, "", false), error);
+  std::ofstream(f) << R"({"schema": "shardcheck-baseline/1", "cases": {"x": {"digests": )"
+                   << R"({"Y": "0x12"}, "shares": {}}}})";
+  EXPECT_THROW(baseline::book(f.string(), 2, "", false), error);
+  fs::remove(f);
+  EXPECT_THROW(baseline::book(f.string(), 1, "", false), error);
+  EXPECT_THROW(baseline::book(f.string(), 2, "drift,speed", false), error);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The expected failures' program: GA_Dgemm as it is, without the adapter's guards, for the ctest
 // entries that show each known defect of Global Arrays 5.8.2 still reproduces (CMakeLists.txt):
 //   ga_dgemm.unguarded          takes the cases ga_dgemm declines (a process with no rows, a
-//                               dimension above 1024)
+//                               dimension of 1024 or more)
 //   ga_dgemm.claims_determinism ga_dgemm claiming determinism, which GA does not give
 //   ga_dgemm.forgets_buffer     ga_dgemm's memory bound without pnga_matmul's buffer (one
 //                               allocation, the ARMCI_Malloc_local of each product): memory fails

@@ -17,11 +17,11 @@
 // CMakeLists.txt reproduce:
 //   a process holding no rows of some array: GA_Dgemm returns on some processes while another
 //     is still in its closing pgroup sync (collective mismatch; a hang without shardcheck);
-//   a dimension above 1024: pnga_matmul's task list holds MAX_CHUNKS = 1024 row chunks and GA
-//     aborts past it (the chunk sizes come from its memory heuristics; 1024 is the bound that
-//     holds whatever they pick). Not declined though GA fails there: exactly 1024 row chunks,
-//     which GA's regular path never gets through (it spins: p = 2, M = 2, N = 1024, K = 1,
-//     out_in hangs until the watchdog ends the case).
+//   a dimension of 1024 or more: pnga_matmul's task list holds MAX_CHUNKS = 1024 row chunks; GA
+//     aborts past it, and its regular path never gets through exactly 1024 (it rebuilds an empty
+//     task list forever: p = 2, M = 2, N = 1024, K = 1, out_in spins until the watchdog ends the
+//     case). The chunk sizes come from GA's memory heuristics; a chunk has at least one row, so
+//     dimensions under 1024 are the bound that holds whatever they pick.
 //
 // Claims.
 //   chains: Y K, dX N, dW M. GA's matmul computes each chunk of C with a local gemm over a
@@ -53,7 +53,7 @@
 //       process and 2 on more (GA_Cluster_nnodes() > 1: ARMCI-MPI makes every process a node):
 //       25,165,872 B for f64 on one process, 41,943,136 B on two or more, about half for f32. Its
 //       size does not depend on the shape; it is taken whenever the chunks fit in it, which every
-//       dimension up to 1024 (the cases this adapter takes) does, else GA falls back on MA's
+//       dimension under 1024 (the cases this adapter takes) does, else GA falls back on MA's
 //       stack, allocated once by MA_init (no heap in the phase: the bound still holds).
 //       The transfers: ARMCI-MPI moves a strided patch as an I/O vector (ARMCI_STRIDED_METHOD=IOV
 //       under Open MPI), a source and a destination pointer per row, and NGA_Acc's
@@ -177,14 +177,15 @@ class ga_dgemm : public sc::kernel {
                " ranks of MPI_COMM_WORLD, Global Arrays' process group";
     }
     // pnga_matmul's task list holds MAX_CHUNKS = 1024 row chunks of C's block (matmul.h); a chunk
-    // has at least one row, so no dimension above 1024 can exceed it. Beyond that GA aborts
-    // ("Increase MAX_CHUNKS value in matmul.h") for chunk sizes its memory heuristics pick.
+    // has at least one row, so no dimension under 1024 can reach it. Beyond it GA aborts
+    // ("Increase MAX_CHUNKS value in matmul.h"), and at exactly 1024 its regular path spins, for
+    // chunk sizes its memory heuristics pick.
     if (guard_)
       for (const char* d : {"M", "N", "K"})
-        if (const auto n = sc::dim_length(c.prob, d); n > 1024)
+        if (const auto n = sc::dim_length(c.prob, d); n >= 1024)
           return std::string(d) + "=" + std::to_string(n) +
-                 " is above 1024: GA 5.8.2's GA_Dgemm aborts when C's block needs more than "
-                 "MAX_CHUNKS = 1024 row chunks (a library limit)";
+                 " is 1024 or more: GA 5.8.2's GA_Dgemm aborts when C's block needs more than "
+                 "MAX_CHUNKS = 1024 row chunks and spins at exactly 1024 (library defects)";
     if (guard_)
       for (const auto& [key, part] : library_partitions(c))
         for (int q = 0; q < c.p; ++q)
