@@ -63,11 +63,11 @@
 //     Buffers from before the phase that BLACS frees during it only lower the peak.
 //       What is counted where: BLACS's datatypes (MPI_Type_vector, MPI_Type_commit/_free),
 //     MPI_Testall and the communicators of Cblacs_gridinit are MPI's (the PMPI layer marks them);
-//     MPI_Reduce's and MPI_Bcast's own buffers too. Example: M = 3, N = 1, K = 2, f64, in_out on a 1 × 2 grid
-//     (nb = 1): forward PB_CpgemmAB, WA 3 × 32 and WB 32 × 1 doubles, two 1-element sends.
-//     Counting every BLACS request as live, with a header for each of up to max(P, Q) messages
-//     per call, is what makes the claim loose on small cases on wide grids (docs/gating-a-kernel.md
-//     gives the measured ratios).
+//     MPI_Reduce's and MPI_Bcast's own buffers too. Example: M = 3, N = 1, K = 2, f64, in_out on a
+//     1 × 2 grid (nb = 1): forward PB_CpgemmAB, WA 3 × 32 and WB 32 × 1 doubles, two 1-element
+//     sends. Counting every BLACS request as live, with a header for each of up to max(P, Q)
+//     messages per call, is what makes the claim loose on small cases on wide grids (the measured
+//     ratios are in docs/gating-a-kernel.md).
 #pragma once
 #include <mpi.h>
 
