@@ -1,7 +1,8 @@
-// Two defects an adapter to ScaLAPACK can have, each a kernel that must fail (negative tests in
-// CMakeLists.txt): the local arrays hold the right tiles, but the descriptor PDGEMM reads describes
-// them wrongly. Both stay inside the arrays (they are sized for any source's share), so the
-// results are wrong, not a crash.
+// Three defects an adapter to ScaLAPACK can have, each a kernel that must fail (negative tests in
+// CMakeLists.txt). In the first two the local arrays hold the right tiles, but the descriptor
+// PDGEMM reads describes them wrongly. Both stay inside the arrays (they are sized for any
+// source's share), so the results are wrong, not a crash. The third computes right and claims
+// too little memory.
 #pragma once
 #include "pblas_gemm.hpp"
 
@@ -32,6 +33,19 @@ class mislabelled_lld final : public pblas_gemm {
  protected:
   void describe(const layout_params& at, int rows, int cols, int lld, int* desc) const override {
     pblas_gemm::describe(at, rows, cols, lld - at.pad, desc);
+  }
+};
+
+// The memory claim without the largest of PBLAS's work arrays in each p?gemm call (a panel
+// buffer, or on one process the k-wide copy of a transposed operand): memory must fail, and
+// memory alone.
+class forgets_work_array final : public pblas_gemm {
+ public:
+  forgets_work_array() : pblas_gemm("pblas_gemm.forgets_work_array") {}
+  sc::claims cost(const sc::run_case& c, std::span<const int> coords) const override {
+    auto out = pblas_gemm::cost(c, coords);
+    out.peak = peak(c, coords, true);
+    return out;
   }
 };
 
