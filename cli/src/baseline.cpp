@@ -60,7 +60,8 @@ book::book(std::string path, double growth, const std::string& fail_lanes, bool 
   std::size_t pos = 0;
   while (pos < fail_lanes.size()) {
     const std::size_t comma = fail_lanes.find(',', pos);
-    const std::string lane = fail_lanes.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    const std::string lane =
+        fail_lanes.substr(pos, comma == std::string::npos ? comma : comma - pos);
     if (lane == "drift")
       fail_drift_ = true;
     else if (lane == "growth")
@@ -165,10 +166,9 @@ std::string book::summary() const {
   for (const finding& f : findings_) (f.lane == "drift" ? drifted : grew) += 1;
   std::ostringstream os;
   os << "baseline " << path_ << ": " << compared_ << " cases compared, " << recorded_
-     << (existed_ && !update_ ? " new (not in the file: --baseline-update adds them)"
-                              : " recorded")
-     << "; " << drifted << " drifted (bits changed, every bound held), " << grew
-     << " grew past " << growth_ << "× their share of a bound\n";
+     << (existed_ && !update_ ? " new (not in the file: --baseline-update adds them)" : " recorded")
+     << "; " << drifted << " drifted (bits changed, every bound held), " << grew << " grew past "
+     << growth_ << "× their share of a bound\n";
   constexpr std::size_t shown = 10;
   for (std::size_t i = 0; i < findings_.size() && i < shown; ++i)
     os << "  " << findings_[i].lane << (fails(findings_[i].lane) ? " (failure)" : " (warning)")

@@ -219,8 +219,9 @@ class replay {
     const std::int64_t tmpa = x.i, tmpb = x.j;
     std::int64_t max_chunk = 0;
     if (irregular) {
-      const double temp = (static_cast<double>(k) * (static_cast<double>(m) * static_cast<double>(n))) /
-                          static_cast<double>(min_tasks * p_);
+      const double temp =
+          (static_cast<double>(k) * (static_cast<double>(m) * static_cast<double>(n))) /
+          static_cast<double>(min_tasks * p_);
       max_chunk = static_cast<std::int64_t>(std::pow(temp, 1.0 / 3.0));
       if (max_chunk < chunk_size) max_chunk = chunk_size;  // MIN_CHUNK_SIZE
     } else {
@@ -228,9 +229,8 @@ class replay {
     }
     if (max_chunk > chunk_size / nbuf) {
       const auto elems = static_cast<std::int64_t>(static_cast<double>(avail_) * 0.9);
-      max_chunk = std::min(
-          max_chunk, static_cast<std::int64_t>(std::sqrt(static_cast<double>(
-                         (elems - nbuf * num_mats) / (nbuf * num_mats)))));
+      max_chunk = std::min(max_chunk, static_cast<std::int64_t>(std::sqrt(static_cast<double>(
+                                          (elems - nbuf * num_mats) / (nbuf * num_mats)))));
       if (!irregular) max_chunk = x.i = x.j = x.k = block_size;  // ARMCI memory: always taken
       if (irregular) {
         x.i = std::min(m, max_chunk);
@@ -304,12 +304,10 @@ class replay {
   }
 
   // A's chunk [i0, i1] × [k0, k1] and B's [k0, k1] × [j0, j1] as patches of the arrays.
-  static patch a_patch(char t, std::int64_t i0, std::int64_t i1, std::int64_t k0,
-                       std::int64_t k1) {
+  static patch a_patch(char t, std::int64_t i0, std::int64_t i1, std::int64_t k0, std::int64_t k1) {
     return t == 'n' || t == 'N' ? patch{i0, i1, k0, k1} : patch{k0, k1, i0, i1};
   }
-  static patch b_patch(char t, std::int64_t k0, std::int64_t k1, std::int64_t j0,
-                       std::int64_t j1) {
+  static patch b_patch(char t, std::int64_t k0, std::int64_t k1, std::int64_t j0, std::int64_t j1) {
     return t == 'n' || t == 'N' ? patch{k0, k1, j0, j1} : patch{j0, j1, k0, k1};
   }
 

@@ -88,13 +88,31 @@ std::optional<variant> other_partition(const par::kernel& k, const par::run_case
   return variant{std::move(setting), std::move(base), std::move(v)};
 }
 
-std::optional<variant> other_backend(const par::kernel& k, const par::run_case& c) {
-  par::run_case v = c;
-  v.backend =
-      par::backend_spec(c.backend.kind == par::backend::mpi ? par::backend::native : par::backend::mpi);
-  if (!completes(k, v)) return std::nullopt;
-  return variant{"backend=" + par::to_string(v.backend), "backend=" + par::to_string(c.backend),
-                 std::move(v)};
+// The other backend; and for a native case, the native backend with its all-reduce and broadcast
+// algorithms pinned to the others (ring ↔ tree, binomial tree ↔ chain).
+std::vector<variant> other_backends(const par::kernel& k, const par::run_case& c) {
+  std::vector<par::backend_spec> specs{par::backend_spec(
+      c.backend.kind == par::backend::mpi ? par::backend::native : par::backend::mpi)};
+  if (c.backend.kind == par::backend::native) {
+    par::algorithm_choice flipped;
+    const auto reduce = c.backend.algorithms.of(par::collective::all_reduce);
+    flipped.set(par::collective::all_reduce,
+                reduce == par::algorithm::tree ? par::algorithm::ring : par::algorithm::tree);
+    const auto cast = c.backend.algorithms.of(par::collective::broadcast);
+    flipped.set(par::collective::broadcast, cast == par::algorithm::chain
+                                                ? par::algorithm::binomial_tree
+                                                : par::algorithm::chain);
+    specs.emplace_back(par::backend::native, flipped);
+  }
+  std::vector<variant> out;
+  for (par::backend_spec& b : specs) {
+    par::run_case v = c;
+    v.backend = std::move(b);
+    if (completes(k, v))
+      out.push_back({"backend=" + par::to_string(v.backend), "backend=" + par::to_string(c.backend),
+                     std::move(v)});
+  }
+  return out;
 }
 
 std::optional<variant> other_value(const par::kernel& k, const par::run_case& c,
@@ -189,8 +207,8 @@ std::map<std::int64_t, std::pair<std::uint64_t, double>> gather_row(
     total += counts[q];
   }
   std::vector<std::uint64_t> all(static_cast<std::size_t>(rank == 0 ? total : 0));
-  par::check_mpi(MPI_Gatherv(mine.data(), n, MPI_UINT64_T, all.data(), counts.data(),
-                             displs.data(), MPI_UINT64_T, 0, comm),
+  par::check_mpi(MPI_Gatherv(mine.data(), n, MPI_UINT64_T, all.data(), counts.data(), displs.data(),
+                             MPI_UINT64_T, 0, comm),
                  "invariance");
   std::map<std::int64_t, std::pair<std::uint64_t, double>> out;
   for (std::size_t e = 0; e + 2 < all.size(); e += 3) {
@@ -218,7 +236,8 @@ std::vector<variant> variants_of(const par::kernel& k, const par::run_case& c) {
   };
   if (claim.workers) add(other_p(k, c));
   if (claim.partition) add(other_partition(k, c));
-  if (claim.backend) add(other_backend(k, c));
+  if (claim.backend)
+    for (variant& v : other_backends(k, c)) out.push_back(std::move(v));
   for (const std::string& name : claim.params) add(other_value(k, c, name));
   return out;
 }

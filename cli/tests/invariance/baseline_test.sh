@@ -44,9 +44,12 @@ import json, sys
 import xml.etree.ElementTree as ET
 b = json.load(open(sys.argv[1]))["baseline"]
 assert b["compared"] == 40 and b["failing_lanes"] == [], b
-assert b["changes"] and all(c["lane"] == "drift" and not c["failure"] for c in b["changes"]), b
+# Version 2 may grow a share too (a case whose dW was exact): a warning as well.
+assert any(c["lane"] == "drift" for c in b["changes"]), b
+assert not any(c["failure"] for c in b["changes"]), b
 suite = [s for s in ET.parse(sys.argv[2]).getroot() if s.get("name") == "baseline"][0]
 drift = [t for t in suite if t.get("name") == "drift"][0]
 assert drift.find("failure") is not None and suite.get("failures") == "1", ET.tostring(suite)
-print(f"baseline: {len(b['changes'])} of 40 cases drifted under version 2")
+drifted = sum(c["lane"] == "drift" for c in b["changes"])
+print(f"baseline: {drifted} of 40 cases drifted under version 2")
 PY

@@ -102,7 +102,7 @@ struct preconditions {
 struct invariance_claim {
   bool workers = false;    // any other worker count p (the case's splits rebalanced)
   bool partition = false;  // any other partition of the splits it draws (uneven or balanced)
-  bool backend = false;    // the other collectives backend (mpi or native)
+  bool backend = false;    // the other backend, and the native one's other algorithms
   std::vector<std::string> params{};  // parameters whose value never changes a bit
   [[nodiscard]] bool any() const { return workers || partition || backend || !params.empty(); }
 };

@@ -23,7 +23,9 @@ struct variant {
 // The variants of case c (complete and valid) that k's claims call for, one per claimed setting,
 // each complete and valid: a smaller p, the smallest the kernel takes (1 unless it declines it:
 // every p is set against p = 1, and the case's replay line, on c.p ranks, runs both); the splits
-// it draws balanced, or uneven when they are balanced; the other backend; each claimed parameter
+// it draws balanced, or uneven when they are balanced; the other backend (and for a native case
+// the native one with its all-reduce and broadcast algorithms pinned to the others); each claimed
+// parameter
 // at another value it takes (its fallback, minimum or maximum, or one beside its value). A
 // setting with no such case (p = 1 for either of the first two) has no variant. No MPI.
 [[nodiscard]] std::vector<variant> variants_of(const par::kernel& k, const par::run_case& c);
