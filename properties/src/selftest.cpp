@@ -14,7 +14,7 @@ namespace {
 constexpr std::pair<property, char> letters[] = {
     {property::runs, 'R'},    {property::forward, 'F'}, {property::backward, 'B'},
     {property::ledger, 'L'},  {property::memory, 'M'},  {property::determinism, 'D'},
-    {property::replicas, 'P'}};
+    {property::replicas, 'P'}, {property::invariance, 'I'}};
 
 std::string letters_of(unsigned mask) {
   std::string s;
