@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "results.hpp"
 
 namespace shardcheck::baseline {
@@ -71,9 +73,19 @@ book::book(std::string path, double growth, const std::string& fail_lanes, bool 
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!std::filesystem::exists(path_, ec)) return;
+  if (!fs::exists(path_, ec)) {
+    // Written at the end: its folder must take a new file now, not after every case has run.
+    const fs::path dir = fs::absolute(fs::path(path_), ec).parent_path();
+    if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
+      throw error("--baseline: cannot write " + path_ + ": " + dir.string() +
+                  " is not a writable folder");
+    return;
+  }
   existed_ = true;
+  if (update_ && ::access(path_.c_str(), W_OK) != 0)
+    throw error("--baseline-update: cannot write " + path_);
   std::ifstream in(path_);
   if (!in) throw error("--baseline: cannot read " + path_);
   json j;
@@ -82,8 +94,8 @@ book::book(std::string path, double growth, const std::string& fail_lanes, bool 
   } catch (const json::exception& e) {
     throw error("--baseline: " + path_ + " is not JSON: " + e.what());
   }
-  if (!j.is_object() || j.value("schema", "") != schema || !j.contains("cases") ||
-      !j["cases"].is_object())
+  if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string() ||
+      j["schema"].get<std::string>() != schema || !j.contains("cases") || !j["cases"].is_object())
     throw error("--baseline: " + path_ + " is not a baseline (schema " + schema + ")");
   try {
     for (const auto& [line, rec] : j["cases"].items()) {
@@ -99,13 +111,12 @@ book::book(std::string path, double growth, const std::string& fail_lanes, bool 
   }
 }
 
-void book::observe(const par::run_case& c, const prop::case_verdict& v) {
-  if (v.failed != 0 || v.digests.empty()) return;
+void book::observe(const std::string& line, const par::run_case& c, const prop::case_verdict& v) {
+  if (v.failed != 0 || v.digests.empty() || !seen_.insert(line).second) return;
   case_record now;
   for (std::size_t i = 0; i < v.digests.size() && i < v.output_names.size(); ++i)
     now.digests[v.output_names[i]] = v.digests[i];
   now.shares = shares_of(c, v);
-  const std::string line = c.to_string();
   const auto it = cases_.find(line);
   if (it == cases_.end()) {
     cases_[line] = std::move(now);
@@ -156,9 +167,16 @@ bool book::fails(const std::string& lane) const {
 }
 
 bool book::failed() const {
+  if (existed_ && compared_ == 0 && (fail_drift_ || fail_growth_)) return true;
   for (const finding& f : findings_)
     if (fails(f.lane)) return true;
   return false;
+}
+
+int book::missing() const {
+  int n = 0;
+  for (const auto& [line, r] : cases_) n += seen_.contains(line) ? 0 : 1;
+  return n;
 }
 
 std::string book::summary() const {
@@ -169,6 +187,11 @@ std::string book::summary() const {
      << (existed_ && !update_ ? " new (not in the file: --baseline-update adds them)" : " recorded")
      << "; " << drifted << " drifted (bits changed, every bound held), " << grew << " grew past "
      << growth_ << "× their share of a bound\n";
+  if (existed_ && missing() > 0)
+    os << "  " << missing() << " cases of the file not run here (another selection)\n";
+  if (existed_ && compared_ == 0 && (fail_drift_ || fail_growth_))
+    os << "  nothing compared: no case of this run is in the file (a failure with "
+          "--baseline-fail)\n";
   constexpr std::size_t shown = 10;
   for (std::size_t i = 0; i < findings_.size() && i < shown; ++i)
     os << "  " << findings_[i].lane << (fails(findings_[i].lane) ? " (failure)" : " (warning)")

@@ -6,9 +6,11 @@
 //   drift   an output's bits changed, though every bound held (another summation order, say);
 //   growth  an error's share of a bound grew past `growth` times what it was (and above 1 %).
 // Each lane is a warning, or a failure (exit 1) when --baseline-fail names it. A file that does
-// not exist is written from the run; --baseline-update rewrites it with the run's values.
+// not exist is written from the run; --baseline-update rewrites it with the run's values. Its
+// directory (or the file) must be writable: checked before any case runs.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,8 +41,10 @@ class book {
   // Reads `path` when it exists (throws shardcheck::error, exit 2, on a file that is not one).
   // fail_lanes: "drift", "growth", both comma-separated, or "" (warnings only).
   book(std::string path, double growth, const std::string& fail_lanes, bool update);
-  // A case that passed: set against its record, or recorded when the file has none. Leader only.
-  void observe(const par::run_case& c, const prop::case_verdict& v);
+  // A case that passed, under `key` (its line as written: a drawn case's complete line, a
+  // replayed one's as the file wrote it): set against its record, or recorded when the file has
+  // none. A key seen before in this run is passed over. Leader only.
+  void observe(const std::string& key, const par::run_case& c, const prop::case_verdict& v);
   // Writes the file when it did not exist or on update (throws error when it cannot).
   void save() const;
   // The summary printed after the table, e.g.
@@ -48,8 +52,11 @@ class book {
   //   0 grew past 2× their share of a bound
   //     drift: Y 0x1c… was 0x9a…: strategy=row_parallel p=2 …
   [[nodiscard]] std::string summary() const;
-  // True when a lane --baseline-fail names found something.
+  // True when a lane --baseline-fail names found something, or when such a lane is set and no
+  // case of the run was in the file (a gate that compared nothing is no pass).
   [[nodiscard]] bool failed() const;
+  // Cases of the file this run did not meet (another selection of strategies, say).
+  [[nodiscard]] int missing() const;
   [[nodiscard]] const std::vector<finding>& findings() const { return findings_; }
   [[nodiscard]] const std::string& path() const { return path_; }
   [[nodiscard]] int compared() const { return compared_; }
@@ -62,6 +69,7 @@ class book {
   double growth_;
   bool fail_drift_ = false, fail_growth_ = false, update_ = false, existed_ = false;
   std::map<std::string, case_record> cases_;  // by case line
+  std::set<std::string> seen_;                // the keys this run met
   std::vector<finding> findings_;
   int compared_ = 0, recorded_ = 0;
 };

@@ -40,6 +40,7 @@ struct strategy_result {
   std::int64_t recorded_sent = 0;   // the most bytes one rank sent in one case, as recorded
   std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls
   unsigned not_claimed = 0, not_measured = 0;
+  unsigned judged = 0;  // properties judged on some case (strategy_report::judged)
   // Generated cases the kernel declined (its preconditions), and the reason of the first.
   std::int64_t declined = 0;
   std::string declined_example;
@@ -48,8 +49,9 @@ struct strategy_result {
   // "not caught" (it acted and every property held); empty otherwise. Never a pass.
   std::string survived;
   [[nodiscard]] bool passed() const { return failures.empty(); }
-  // Folds one replayed case in: counts, worst ratios, what was not claimed or measured.
-  void add(const prop::case_verdict& v);
+  // Folds one replayed case in (checked for `mask`): counts, worst ratios, what was not claimed
+  // or measured, and judged.
+  void add(const prop::case_verdict& v, unsigned mask);
 };
 
 // What verify --baseline found (baseline.hpp): cases set against the file, cases recorded, and
@@ -59,6 +61,7 @@ struct baseline_result {
   int compared = 0, recorded = 0;
   double growth = 0;
   std::vector<std::string> failing_lanes;
+  bool failed = false;  // the run fails for it (exit 1): a failing lane found something
   struct change {
     std::string lane, case_line, what;
     bool failure = false;

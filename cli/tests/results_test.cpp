@@ -236,16 +236,17 @@ TEST(Baseline, RecordsThenReportsDriftAndGrowthOnlyPastTheFactor) {
       "strategy=k p=2 M=3 N=4 K=5 dtype=f64 layout=out_in mode=uniform seed=1 backend=mpi");
   {
     baseline::book first(f.string(), 2, "", false);
-    first.observe(c, digested(1, 0.1, 0.2));
+    first.observe(c.to_string(), c, digested(1, 0.1, 0.2));
     first.save();
     EXPECT_EQ(first.recorded(), 1);
   }
   baseline::book same(f.string(), 2, "", false);
-  same.observe(c, digested(1, 0.19, 0.39));  // under 2×: no growth
+  same.observe(c.to_string(), c, digested(1, 0.19, 0.39));  // under 2×: no growth
   EXPECT_EQ(same.compared(), 1);
   EXPECT_TRUE(same.findings().empty());
   baseline::book changed(f.string(), 2, "growth", false);
-  changed.observe(c, digested(7, 0.25, 0.2));  // Y's bits changed; rigorous share 2.5×
+  changed.observe(c.to_string(), c,
+                  digested(7, 0.25, 0.2));  // Y's bits changed; rigorous share 2.5×
   ASSERT_EQ(changed.findings().size(), 2U);
   EXPECT_EQ(changed.findings()[0].lane, "drift");
   EXPECT_EQ(changed.findings()[0].what, "Y 0x0000000000000007 was 0x0000000000000001");
@@ -257,7 +258,7 @@ TEST(Baseline, RecordsThenReportsDriftAndGrowthOnlyPastTheFactor) {
   // A failing case is neither compared nor recorded.
   prop::case_verdict bad = digested(9, 0.9, 0.9);
   bad.failed = forward;
-  changed.observe(c, bad);
+  changed.observe(c.to_string(), c, bad);
   EXPECT_EQ(changed.compared(), 1);
   fs::remove(f);
 }
@@ -267,17 +268,27 @@ TEST(Baseline, SharesUnderOnePercentNeverGrow) {
   fs::remove(f);
   const par::run_case c = par::run_case::parse(
       "strategy=k p=1 M=1 N=1 K=1 dtype=f64 layout=out_in mode=uniform seed=2 backend=mpi");
+  const par::run_case d = par::run_case::parse(
+      "strategy=k p=1 M=1 N=1 K=1 dtype=f64 layout=out_in mode=uniform seed=3 backend=mpi");
   {
     baseline::book first(f.string(), 2, "", false);
-    first.observe(c, digested(1, 0, 0.001));
+    first.observe(c.to_string(), c, digested(1, 0, 0.001));
+    first.observe(d.to_string(), d, digested(1, 0, 0.001));
     first.save();
   }
   baseline::book later(f.string(), 2, "growth", false);
-  later.observe(c, digested(1, 0.009, 0.009));
+  later.observe(c.to_string(), c, digested(1, 0.009, 0.009));
   EXPECT_TRUE(later.findings().empty());
-  later.observe(c, digested(1, 0.02, 0));
+  later.observe(c.to_string(), c, digested(1, 0.5, 0.5));  // a key seen already: passed over
+  EXPECT_TRUE(later.findings().empty());
+  EXPECT_EQ(later.missing(), 1);
+  later.observe(d.to_string(), d, digested(1, 0.02, 0));
   ASSERT_EQ(later.findings().size(), 1U);
   EXPECT_EQ(later.findings()[0].what, "Y rigorous share 0.02 was 0");
+  EXPECT_EQ(later.missing(), 0);
+  // A failing lane with nothing compared is a failure: the gate checked nothing.
+  baseline::book none(f.string(), 2, "drift", false);
+  EXPECT_TRUE(none.failed());
   fs::remove(f);
 }
 
@@ -287,12 +298,15 @@ TEST(Baseline, BadFilesAndOptionsAreErrors) {
   EXPECT_THROW(baseline::book(f.string(), 2, "", false), error);
   std::ofstream(f) << "not json";
   EXPECT_THROW(baseline::book(f.string(), 2, "", false), error);
+  std::ofstream(f) << R"({"schema": 1, "cases": {}})";
+  EXPECT_THROW(baseline::book(f.string(), 2, "", false), error);
   std::ofstream(f) << R"({"schema": "shardcheck-baseline/1", "cases": {"x": {"digests": )"
                    << R"({"Y": "0x12"}, "shares": {}}}})";
   EXPECT_THROW(baseline::book(f.string(), 2, "", false), error);
   fs::remove(f);
   EXPECT_THROW(baseline::book(f.string(), 1, "", false), error);
   EXPECT_THROW(baseline::book(f.string(), 2, "drift,speed", false), error);
+  EXPECT_THROW(baseline::book("/nonexistent/folder/b.json", 2, "", false), error);
 }
 
 }  // namespace

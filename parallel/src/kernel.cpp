@@ -347,6 +347,11 @@ void complete_and_validate(const kernel& s, run_case& c) {
                           ref::exact_stack_problem({c.prob.layout, c.prob.widths(), c.prob.act},
                                                    c.prob.M, c.prob.type));
   }
+  for (const std::string& name : info.invariant.params)
+    if (std::none_of(info.params.begin(), info.params.end(),
+                     [&](const param_spec& ps) { return ps.name == name; }))
+      throw invalid_problem(who + "info().invariant names the parameter '" + name +
+                            "', which the kernel does not declare");
   int unfactored = c.p;  // p divided by the divides_p parameters so far
   for (const param_spec& ps : info.params) {
     const auto it = c.params.try_emplace(ps.name, ps.fallback).first;

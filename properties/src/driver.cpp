@@ -336,24 +336,42 @@ void driver::compare_outputs(const subject& s, const par::run_case& c, unsigned 
   int state[2] = {(mine.failed & runs) != 0 ? 1 : 0, abandoned};
   par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, state, 2, MPI_INT, MPI_MAX, w), "outputs");
   if (state[0] != 0 || state[1] != 0) return;
-  const std::vector<output_shape> shapes = output_shapes(*s.k, c);
+  // The shapes and the variants read the case alone: the same on every rank, thrown or not.
+  std::vector<output_shape> shapes;
+  std::vector<variant> variants;
+  const bool judge =
+      (mask & static_cast<unsigned>(property::invariance)) != 0 && s.k->info().invariant.any();
+  std::string unmade;
+  try {
+    shapes = output_shapes(*s.k, c);
+    if (judge) variants = variants_of(*s.k, c);
+  } catch (const std::exception& e) {
+    unmade = e.what();
+  }
+  const auto fail = [&](const std::string& why) {
+    if (!leader()) return;
+    mine.failed |= static_cast<unsigned>(property::invariance);
+    if (mine.message.empty()) mine.message = "invariance: " + why;
+  };
+  if (!unmade.empty()) {
+    if (judge) fail("the case's variants cannot be made: " + unmade);
+    return;
+  }
   const output_digests first = digest(kept, shapes, w);
   if (keep_digests_ && leader())
     for (std::size_t i = 0; i < shapes.size(); ++i) {
       out.output_names.push_back(shapes[i].name);
       out.digests.push_back(first.of(i));
     }
-  if ((mask & static_cast<unsigned>(property::invariance)) == 0 || !s.k->info().invariant.any())
-    return;
-  const auto fail = [&](const std::string& why) {
-    if (!leader()) return;
-    mine.failed |= static_cast<unsigned>(property::invariance);
-    if (mine.message.empty()) mine.message = "invariance: " + why;
-  };
-  for (const variant& v : variants_of(*s.k, c)) {
+  if (!judge) return;
+  // A case with no variant (p = 1 under a claim of workers and partition alone) judges nothing.
+  if (variants.empty()) mine.not_claimed |= static_cast<unsigned>(property::invariance);
+  const std::string replay = replay_command(program_, c, mask, timeout_);
+  for (const variant& v : variants) {
     kept_outputs other;
     verdict theirs;
     const std::uint64_t serial = ++serial_;
+    dog_->arm(replay);  // each run of the case has the watchdog's whole limit
     int lost = 0;
     if (world_.rank() < v.c.p) {
       const par::flight::watch watch(reports_[static_cast<std::size_t>(v.c.p - 1)].native_handle(),
@@ -541,6 +559,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
       report.recorded_sent = std::max(report.recorded_sent, v.recorded_sent);
       report.mpi_peak_bytes = std::max(report.mpi_peak_bytes, v.mpi_peak_bytes);
       report.not_claimed |= v.not_claimed;
+      report.judged |= o.mask & ~v.not_claimed & ~v.not_measured;
       report.not_measured |= v.not_measured;
       if (v.failed != 0) {
         if (!failing && o.reruns > 0) {
@@ -626,6 +645,9 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
           reproduce(par::run_case::parse(report.replay), o.mask, report.failure, o.reruns);
     }
   }
+  // An opt-in property judged on some case is judged: cases with nothing to vary (p = 1) are not
+  // the kernel's claim missing.
+  report.not_claimed &= ~(report.judged & opt_in_properties);
   if (!failing) report.declined = tally.declined;
   report.declined_example = tally.example;
   report.seconds = std::chrono::duration<double>(clock::now() - start).count();

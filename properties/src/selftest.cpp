@@ -12,8 +12,8 @@ namespace shardcheck::prop {
 
 namespace {
 constexpr std::pair<property, char> letters[] = {
-    {property::runs, 'R'},    {property::forward, 'F'}, {property::backward, 'B'},
-    {property::ledger, 'L'},  {property::memory, 'M'},  {property::determinism, 'D'},
+    {property::runs, 'R'},     {property::forward, 'F'},   {property::backward, 'B'},
+    {property::ledger, 'L'},   {property::memory, 'M'},    {property::determinism, 'D'},
     {property::replicas, 'P'}, {property::invariance, 'I'}};
 
 std::string letters_of(unsigned mask) {

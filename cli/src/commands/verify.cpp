@@ -183,7 +183,7 @@ std::string suite_table(const results::run_results& rr) {
     r.name = res.name;
     r.cases = res.cases;
     r.passed = res.passed();
-    r.not_claimed = res.not_claimed;
+    r.not_claimed = res.not_claimed & ~(res.judged & prop::opt_in_properties);
     r.not_measured = res.not_measured;
     r.seconds = res.seconds;
     r.worst_error = res.worst_error;
@@ -396,6 +396,10 @@ using chosen_list = std::vector<std::pair<std::string, const par::kernel*>>;
 struct planned_case {
   par::run_case c;
   int line = 0;
+  // The case as its line wrote it (strategy set), before defaults, partitions and the library's
+  // choices are filled in: what --baseline keys it by, so that a later version of the kernel
+  // with another default or split still meets the same record.
+  std::string written;
 };
 
 struct replay_plan {
@@ -432,6 +436,7 @@ replay_plan plan_replays(const catalogue& cat, const std::vector<corpus::line>& 
     for (const std::string& t : targets) {
       par::run_case c = parsed;
       c.strategy = t;
+      const std::string written = c.to_string();
       try {
         par::complete_and_validate(cat.need(t), c);
       } catch (const par::case_declined& e) {
@@ -457,7 +462,7 @@ replay_plan plan_replays(const catalogue& cat, const std::vector<corpus::line>& 
         plan.skipped.push_back(at + ": " + e.what());
         continue;
       }
-      plan.cases.push_back({std::move(c), l.number});
+      plan.cases.push_back({std::move(c), l.number, written});
     }
     if (!taken)
       plan.skipped.push_back(at + (named ? ": " + parsed.strategy + " is not under test"
@@ -553,12 +558,16 @@ bool close_baseline(baseline::book* book, results::run_results& rr) {
     std::fprintf(stderr, "shardcheck: --baseline: %s\n", e.what());
     written = false;
   }
-  results::baseline_result b{
-      book->path(), book->compared(), book->recorded(), book->growth(), {}, {}};
+  results::baseline_result b;
+  b.file = book->path();
+  b.compared = book->compared();
+  b.recorded = book->recorded();
+  b.growth = book->growth();
   for (const char* lane : {"drift", "growth"})
     if (book->fails(lane)) b.failing_lanes.emplace_back(lane);
   for (const baseline::finding& f : book->findings())
     b.changes.push_back({f.lane, f.case_line, f.what, book->fails(f.lane)});
+  b.failed = book->failed();
   rr.baseline = std::move(b);
   return written;
 }
@@ -576,7 +585,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
     write_on_abort(o, rr, pc.c.strategy, nullptr);
     const replay_outcome r = replay_case(d, pc.c, mask, o);
     const prop::case_verdict& v = r.v;
-    if (book != nullptr) book->observe(pc.c, v);
+    if (book != nullptr) book->observe(pc.written, pc.c, v);
     auto it =
         std::find_if(rr.strategies.begin(), rr.strategies.end(),
                      [&](const results::strategy_result& r) { return r.name == pc.c.strategy; });
@@ -584,7 +593,7 @@ int run_replays(prop::driver& d, const replay_plan& plan, const verify_options& 
       rr.strategies.emplace_back().name = pc.c.strategy;
       it = std::prev(rr.strategies.end());
     }
-    it->add(v);
+    it->add(v, mask);
     it->seconds += std::chrono::duration<double>(clock::now() - start).count();
     ++done;
     prop::last_words::finished(std::to_string(done) + " of " + std::to_string(plan.cases.size()) +
@@ -636,8 +645,8 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     for (const planned_case& pc : corpus_plan.cases) {
       if (pc.c.strategy != n) continue;
       const replay_outcome r = replay_case(d, pc.c, so.mask, o);
-      if (book != nullptr) book->observe(pc.c, r.v);
-      res.add(r.v);
+      if (book != nullptr) book->observe(pc.written, pc.c, r.v);
+      res.add(r.v, so.mask);
       ++replayed;
       if (r.v.failed != 0) {
         res.failures.push_back(record_of("corpus", pc.line, r.v, &pc.c, program, so.mask,
@@ -660,6 +669,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     }
     res.not_claimed |= r.not_claimed;
     res.not_measured |= r.not_measured;
+    res.judged |= r.judged;
     res.declined = r.declined;
     res.declined_example = r.declined_example;
     if (!r.passed) {
@@ -773,6 +783,10 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   // every rank learns whether that went well.
   if (o.baseline.empty() && (!o.baseline_fail.empty() || o.baseline_update))
     throw usage_error("--baseline-fail and --baseline-update need --baseline FILE");
+  if (o.baseline_update && !o.baseline_fail.empty())
+    throw usage_error(
+        "--baseline-update takes this run's values as the baseline: it goes without "
+        "--baseline-fail");
   replay_plan plan;
   std::string plan_error;
   std::optional<baseline::book> book;
@@ -780,7 +794,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
     try {
       if (!o.baseline.empty())
         book.emplace(o.baseline, o.baseline_growth, o.baseline_fail, o.baseline_update);
-      if (!o.replay.empty()) plan.cases.push_back({replay_case, 0});
+      if (!o.replay.empty())
+        plan.cases.push_back({replay_case, 0, par::run_case::parse(o.replay).to_string()});
       if (!o.replay_file.empty())
         plan = plan_replays(cat, corpus::read_lines(o.replay_file, false),
                             o.replay_file == "-" ? "stdin" : o.replay_file, chosen, false,
@@ -859,7 +874,7 @@ int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen
     so.reruns = o.reruns;
     if (book != nullptr)
       so.on_case = [book](const par::run_case& c, const prop::case_verdict& v) {
-        book->observe(c, v);
+        book->observe(c.to_string(), c, v);
       };
     status = run_suite(d, cat, chosen, so, program, o, std::move(plan), book);
   }

@@ -74,6 +74,9 @@ struct strategy_report {
   unsigned not_claimed = 0;
   // Properties not measured on some case (memory in a program without shardcheck::new_hook).
   unsigned not_measured = 0;
+  // Properties judged on some case run: an opt-in one (invariance) judged anywhere is not
+  // reported `not claimed` for the cases that had nothing to vary.
+  unsigned judged = 0;
   double seconds = 0;
   case_verdict failure;  // of the smallest failing case
   std::string replay;    // its replay line (the case only)
