@@ -498,6 +498,68 @@ void sum_across(V* data, std::size_t n, MPI_Comm group) {
   }
 }
 
+// The block's rows (rows × cols, row-major), each member's share of them computed (member q's:
+// rows·q/r to rows·(q + 1)/r, in group order, at the start of `part`), gathered into `whole`.
+template <class V>
+void gather_rows(const V* part, V* whole, std::size_t rows, std::size_t cols, MPI_Comm group) {
+  const MPI_Datatype type = std::is_same_v<V, float> ? MPI_FLOAT : MPI_DOUBLE;
+  int r = 0, q = 0;
+  par::check_mpi(MPI_Comm_size(group, &r), "reference rows");
+  par::check_mpi(MPI_Comm_rank(group, &q), "reference rows");
+  std::vector<int> counts, displs;
+  for (int j = 0; j < r; ++j) {
+    const std::size_t a = rows * static_cast<std::size_t>(j) / static_cast<std::size_t>(r),
+                      b = rows * static_cast<std::size_t>(j + 1) / static_cast<std::size_t>(r);
+    counts.push_back(static_cast<int>((b - a) * cols));
+    displs.push_back(static_cast<int>(a * cols));
+  }
+  par::check_mpi(MPI_Allgatherv(part, counts[static_cast<std::size_t>(q)], type, whole,
+                                counts.data(), displs.data(), type, group),
+                 "reference rows");
+}
+
+// Whether every member of a group of replicas of output t (Y or dX: its rows are X's or dY's)
+// holds, in its own inputs, the panels of its share of the block's rows (member `part` of
+// `parts`: rows·part/parts to rows·(part + 1)/parts) over the whole inner dimension: the rows of
+// X (dY) whole, and W for the block's columns whole. Then each computes its rows, as the kernel
+// computed them before gathering them (data_parallel's Y): the reference's values match the
+// kernel's bit for bit more often, and the block's magnitudes are not needed (staged_reference),
+// while the reference holds what the rank's inputs hold. The same answer on every member: a
+// minimum over the group (its elements count within an int, as MPI's gather counts them).
+bool rows_of_own_inputs(const par::run_case& c, const par::case_plan& plan, tensor t, int part,
+                        int parts, MPI_Comm group) {
+  int ok = 0;
+  const block& out = plan[tensor_slot{t}].region;
+  if ((t == tensor::y || t == tensor::dx) && out.row_runs.empty() && out.col_runs.empty() &&
+      out.rows * out.cols <= INT_MAX && c.prob.layers() == 1) {
+    const bool out_in = c.prob.layout == weight_layout::out_in;
+    const std::int64_t inner = inner_of(c.prob, t);
+    const block& a = plan[tensor_slot{t == tensor::y ? tensor::x : tensor::dy}].region;
+    const block& w = plan[tensor_slot{tensor::w, 0}].region;
+    const std::int64_t lo = out.rows * part / parts, hi = out.rows * (part + 1) / parts;
+    const auto whole = [](const block& b, bool by_rows, std::int64_t from, std::int64_t n) {
+      return by_rows ? b.row0 == from && b.rows == n : b.col0 == from && b.cols == n;
+    };
+    // W's rows are Y's columns (out_in) for Y and the inner N for dX; in_out the other way.
+    const bool w_cols_by_rows = (t == tensor::y) == out_in;
+    const bool placed_plainly = [&] {
+      for (const tensor_slot s :
+           {tensor_slot{t == tensor::y ? tensor::x : tensor::dy}, tensor_slot{tensor::w, 0}})
+        for (const par::placement& pl : plan[s].where)
+          if (pl.what == par::placement::kind::partial) return false;
+      return true;
+    }();
+    ok = placed_plainly && a.row_runs.empty() && a.col_runs.empty() && w.row_runs.empty() &&
+                 w.col_runs.empty() && hi > lo && whole(a, true, out.row0 + lo, hi - lo) &&
+                 whole(a, false, 0, inner) && whole(w, w_cols_by_rows, out.col0, out.cols) &&
+                 whole(w, !w_cols_by_rows, 0, inner)
+             ? 1
+             : 0;
+  }
+  par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, group), "reference rows");
+  return ok == 1;
+}
+
 // forward, backward: every output block of this rank against the reference. A single layer's
 // block that other ranks' blocks share a reference with (share_of: its replicas, or the tiles of
 // the same columns) is checked against a reference those ranks compute together, each over its
@@ -709,12 +771,24 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
       std::string error;
       if (tp.region.rows > 0 && tp.region.cols > 0) {
         const std::int64_t d = inner_of(c.prob, t.t);
-        const par::index_run part{d * sh.part / sh.parts,
-                                  d * (sh.part + 1) / sh.parts - d * sh.part / sh.parts};
+        // Replicas whose own inputs hold their share of the block's rows over the whole inner
+        // dimension (rows_of_own_inputs) split it by rows, each computing what it holds the
+        // inputs of, as the kernel did before gathering it; others by the inner dimension.
+        const bool by_rows = group != MPI_COMM_NULL && !sh.tiles &&
+                             rows_of_own_inputs(c, *plan, t.t, sh.part, sh.parts, group);
+        const std::int64_t lo = tp.region.rows * sh.part / sh.parts,
+                           hi = tp.region.rows * (sh.part + 1) / sh.parts;
+        const par::index_run part =
+            by_rows ? par::index_run{0, d}
+                    : par::index_run{d * sh.part / sh.parts,
+                                     d * (sh.part + 1) / sh.parts - d * sh.part / sh.parts};
         block region = tp.region;
         if (sh.tiles) {
           region.row0 = sh.lo;
           region.rows = sh.rows;
+        } else if (by_rows) {
+          region.row0 += lo;
+          region.rows = hi - lo;
         }
         // Every rank of the group takes the same step, or none: a share that failed on one rank
         // leaves the others out of the group's sums.
@@ -739,7 +813,18 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         const auto cols = static_cast<std::size_t>(tp.region.cols);
         if (all_ok("a replica's share of the reference failed")) {
           block_reference& mine_ref = st->reference();
-          if (group != MPI_COMM_NULL && !sh.tiles) {
+          if (by_rows) {
+            st->drop_panels();  // as for tiles, below
+            own.k_ref = mine_ref.k_ref;
+            std::visit(
+                [&](auto& m) {
+                  using V = typename std::decay_t<decltype(m.data)>::value_type;
+                  own.value = par::make_matrix<V>(rows, cols);
+                  gather_rows(m.data.data(), std::get<matrix<V>>(own.value).data.data(), rows, cols,
+                              group);
+                },
+                mine_ref.value);
+          } else if (group != MPI_COMM_NULL && !sh.tiles) {
             std::visit([&](auto& m) { sum_across(m.data.data(), m.data.size(), group); },
                        mine_ref.value);
           } else if (group != MPI_COMM_NULL) {
@@ -757,7 +842,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
                 },
                 mine_ref.value);
           }
-          int need = settled(got->out(t), (sh.tiles ? own : mine_ref).value) ? 0 : 1;
+          int need = settled(got->out(t), (sh.tiles || by_rows ? own : mine_ref).value) ? 0 : 1;
           if (group != MPI_COMM_NULL)
             par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_INT, MPI_MAX, group),
                            "reference group");
@@ -769,7 +854,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
             }
             st->drop_panels();
             if (all_ok("a replica's share of the magnitudes failed")) {
-              if (group != MPI_COMM_NULL && !sh.tiles) {
+              if (by_rows) {
+                own.mag.assign(rows * cols, 0.0);
+                gather_rows(mine_ref.mag.data(), own.mag.data(), rows, cols, group);
+              } else if (group != MPI_COMM_NULL && !sh.tiles) {
                 sum_across(mine_ref.mag.data(), mine_ref.mag.size(), group);
               } else if (group != MPI_COMM_NULL) {
                 own.mag.assign(rows * cols, 0.0);
@@ -778,7 +866,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
             }
           }
           st->drop_panels();
-          if (sh.tiles) {
+          if (sh.tiles || by_rows) {
             own.flops = mine_ref.flops;
             own.panel_bytes = mine_ref.panel_bytes;
             e = std::move(own);
