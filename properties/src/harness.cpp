@@ -297,24 +297,40 @@ std::string compare_ledger(const std::vector<par::ledger_entry>& got,
   return {};
 }
 
+// splitmix64's finalizer: a bijection of 64 bits, each output bit depending on every input bit.
+constexpr std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 // The replica check's hash of a block's bits, every NaN taken as one canonical NaN: IEEE 754 does
 // not say which operand's payload (or sign) a NaN result carries, and an MPI library reduces in an
 // operand order of its own on each rank (MPICH's MPI_SUM adds a + b on one rank, b + a on the
 // other), so NaN payloads may differ between correct replicas; a NaN against a number still does.
+// Element by element, each folded into one of four chains (i mod 4) by mix64, so that the chains
+// run side by side; a single element's change changes its chain's value (a bijection at every
+// step) and so the hash, as the byte-wise FNV-1a this replaced did, at a tenth of its cost.
 std::uint64_t hash_bits(const any_matrix& m) {
   return std::visit(
       [](const auto& v) {
         using T = typename std::decay_t<decltype(v.data)>::value_type;
-        std::uint64_t h = 1469598103934665603ull ^ (v.rows * 0x9e3779b97f4a7c15ull) ^ v.cols;
-        for (const T& x : v.data) {
-          unsigned char bytes[sizeof(T)];
+        static_assert(sizeof(T) <= sizeof(std::uint64_t));
+        std::uint64_t lane[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull,
+                                 0xa4093822299f31d0ull, 0x082efa98ec4e6c89ull};
+        const std::size_t n = v.data.size();
+        for (std::size_t i = 0; i < n; ++i) {
+          const T& x = v.data[i];
+          std::uint64_t word = 0;
           if (x != x) {  // NaN (float, double, bfloat16_t, half_t alike)
-            std::memset(bytes, 0xff, sizeof(T));
+            word = sizeof(T) == 8 ? ~0ull : (1ull << (8 * sizeof(T))) - 1;
           } else {
-            std::memcpy(bytes, &x, sizeof(T));
+            std::memcpy(&word, &x, sizeof(T));
           }
-          for (const unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
+          lane[i & 3] = mix64(lane[i & 3] ^ word);
         }
+        std::uint64_t h = mix64(1469598103934665603ull ^ (v.rows * 0x9e3779b97f4a7c15ull) ^ v.cols);
+        for (const std::uint64_t l : lane) h = mix64(h ^ l);
         return h;
       },
       m);
@@ -328,6 +344,9 @@ std::int64_t first_difference(const any_matrix& a, const any_matrix& b) {
   return std::visit(
       [&](const auto& va) -> std::int64_t {
         const auto& vb = std::get<std::decay_t<decltype(va)>>(b);
+        if (va.data.empty() ||
+            std::memcmp(va.data.data(), vb.data.data(), va.data.size() * sizeof(va.data[0])) == 0)
+          return -1;
         for (std::size_t i = 0; i < va.data.size(); ++i)
           if (std::memcmp(&va.data[i], &vb.data[i], sizeof(va.data[i])) != 0)
             return static_cast<std::int64_t>(i);
@@ -479,6 +498,68 @@ void sum_across(V* data, std::size_t n, MPI_Comm group) {
   }
 }
 
+// The block's rows (rows × cols, row-major), each member's share of them computed (member q's:
+// rows·q/r to rows·(q + 1)/r, in group order, at the start of `part`), gathered into `whole`.
+template <class V>
+void gather_rows(const V* part, V* whole, std::size_t rows, std::size_t cols, MPI_Comm group) {
+  const MPI_Datatype type = std::is_same_v<V, float> ? MPI_FLOAT : MPI_DOUBLE;
+  int r = 0, q = 0;
+  par::check_mpi(MPI_Comm_size(group, &r), "reference rows");
+  par::check_mpi(MPI_Comm_rank(group, &q), "reference rows");
+  std::vector<int> counts, displs;
+  for (int j = 0; j < r; ++j) {
+    const std::size_t a = rows * static_cast<std::size_t>(j) / static_cast<std::size_t>(r),
+                      b = rows * static_cast<std::size_t>(j + 1) / static_cast<std::size_t>(r);
+    counts.push_back(static_cast<int>((b - a) * cols));
+    displs.push_back(static_cast<int>(a * cols));
+  }
+  par::check_mpi(MPI_Allgatherv(part, counts[static_cast<std::size_t>(q)], type, whole,
+                                counts.data(), displs.data(), type, group),
+                 "reference rows");
+}
+
+// Whether every member of a group of replicas of output t (Y or dX: its rows are X's or dY's)
+// holds, in its own inputs, the panels of its share of the block's rows (member `part` of
+// `parts`: rows·part/parts to rows·(part + 1)/parts) over the whole inner dimension: the rows of
+// X (dY) whole, and W for the block's columns whole. Then each computes its rows, as the kernel
+// computed them before gathering them (data_parallel's Y): the reference's values match the
+// kernel's bit for bit more often, and the block's magnitudes are not needed (staged_reference),
+// while the reference holds what the rank's inputs hold. The same answer on every member: a
+// minimum over the group (its elements count within an int, as MPI's gather counts them).
+bool rows_of_own_inputs(const par::run_case& c, const par::case_plan& plan, tensor t, int part,
+                        int parts, MPI_Comm group) {
+  int ok = 0;
+  const block& out = plan[tensor_slot{t}].region;
+  if ((t == tensor::y || t == tensor::dx) && out.row_runs.empty() && out.col_runs.empty() &&
+      out.rows * out.cols <= INT_MAX && c.prob.layers() == 1) {
+    const bool out_in = c.prob.layout == weight_layout::out_in;
+    const std::int64_t inner = inner_of(c.prob, t);
+    const block& a = plan[tensor_slot{t == tensor::y ? tensor::x : tensor::dy}].region;
+    const block& w = plan[tensor_slot{tensor::w, 0}].region;
+    const std::int64_t lo = out.rows * part / parts, hi = out.rows * (part + 1) / parts;
+    const auto whole = [](const block& b, bool by_rows, std::int64_t from, std::int64_t n) {
+      return by_rows ? b.row0 == from && b.rows == n : b.col0 == from && b.cols == n;
+    };
+    // W's rows are Y's columns (out_in) for Y and the inner N for dX; in_out the other way.
+    const bool w_cols_by_rows = (t == tensor::y) == out_in;
+    const bool placed_plainly = [&] {
+      for (const tensor_slot s :
+           {tensor_slot{t == tensor::y ? tensor::x : tensor::dy}, tensor_slot{tensor::w, 0}})
+        for (const par::placement& pl : plan[s].where)
+          if (pl.what == par::placement::kind::partial) return false;
+      return true;
+    }();
+    ok = placed_plainly && a.row_runs.empty() && a.col_runs.empty() && w.row_runs.empty() &&
+                 w.col_runs.empty() && hi > lo && whole(a, true, out.row0 + lo, hi - lo) &&
+                 whole(a, false, 0, inner) && whole(w, w_cols_by_rows, out.col0, out.cols) &&
+                 whole(w, !w_cols_by_rows, 0, inner)
+             ? 1
+             : 0;
+  }
+  par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, group), "reference rows");
+  return ok == 1;
+}
+
 // forward, backward: every output block of this rank against the reference. A single layer's
 // block that other ranks' blocks share a reference with (share_of: its replicas, or the tiles of
 // the same columns) is checked against a reference those ranks compute together, each over its
@@ -596,9 +677,8 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         const block bq = par::block_of(*run.s.k, c, t, par::coords_of(q, dims));
         if (bq.rows != tp.region.rows || bq.cols != tp.region.cols || bq == tp.region) continue;
         ctx.others.push_back({q,
-                              values_of((stack ? whole.block(c, t, bq, chains, tier.lambda)
-                                               : reference_of_block(c, t.t, bq, {0, inner}))
-                                            .value),
+                              values_of(stack ? whole.block(c, t, bq, chains, tier.lambda).value
+                                              : reference_values_of_block(c, t.t, bq, {0, inner})),
                               {}});
       }
       // The block moved to where an even split of its rows (columns) over the ranks, or another
@@ -624,13 +704,13 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
               continue;
             block moved = own;
             (by_rows ? moved.row0 : moved.col0) = at;
-            ctx.others.push_back({-1,
-                                  values_of((stack ? whole.block(c, t, moved, chains, tier.lambda)
-                                                   : reference_of_block(c, t.t, moved, {0, inner}))
-                                                .value),
-                                  "the reference's " + std::string(by_rows ? "rows " : "columns ") +
-                                      std::to_string(at) + "-" + std::to_string(at + n - 1) +
-                                      " (at a misread offset)"});
+            ctx.others.push_back(
+                {-1,
+                 values_of(stack ? whole.block(c, t, moved, chains, tier.lambda).value
+                                 : reference_values_of_block(c, t.t, moved, {0, inner})),
+                 "the reference's " + std::string(by_rows ? "rows " : "columns ") +
+                     std::to_string(at) + "-" + std::to_string(at + n - 1) +
+                     " (at a misread offset)"});
           }
         }
       }
@@ -654,7 +734,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
           std::vector<double> sum;
           for (const par::index_run& r : runs) {
             const std::vector<double> part =
-                values_of(reference_of_block(c, t.t, tp.region, r).value);
+                values_of(reference_values_of_block(c, t.t, tp.region, r));
             if (sum.empty()) sum.assign(part.size(), 0.0);
             for (std::size_t e = 0; e < part.size(); ++e) sum[e] += part[e];
           }
@@ -667,7 +747,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
           for (int r = 0; r < n && n > 1; ++r) {
             const par::index_run part{inner * r / n, inner * (r + 1) / n - inner * r / n};
             ctx.partials.push_back(
-                {n, r, -1, values_of(reference_of_block(c, t.t, tp.region, part).value)});
+                {n, r, -1, values_of(reference_values_of_block(c, t.t, tp.region, part))});
           }
       return ctx;
     };
@@ -691,34 +771,68 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
       std::string error;
       if (tp.region.rows > 0 && tp.region.cols > 0) {
         const std::int64_t d = inner_of(c.prob, t.t);
-        const par::index_run part{d * sh.part / sh.parts,
-                                  d * (sh.part + 1) / sh.parts - d * sh.part / sh.parts};
+        // Replicas whose own inputs hold their share of the block's rows over the whole inner
+        // dimension (rows_of_own_inputs) split it by rows, each computing what it holds the
+        // inputs of, as the kernel did before gathering it; others by the inner dimension.
+        const bool by_rows = group != MPI_COMM_NULL && !sh.tiles &&
+                             rows_of_own_inputs(c, *plan, t.t, sh.part, sh.parts, group);
+        const std::int64_t lo = tp.region.rows * sh.part / sh.parts,
+                           hi = tp.region.rows * (sh.part + 1) / sh.parts;
+        const par::index_run part =
+            by_rows ? par::index_run{0, d}
+                    : par::index_run{d * sh.part / sh.parts,
+                                     d * (sh.part + 1) / sh.parts - d * sh.part / sh.parts};
         block region = tp.region;
         if (sh.tiles) {
           region.row0 = sh.lo;
           region.rows = sh.rows;
+        } else if (by_rows) {
+          region.row0 += lo;
+          region.rows = hi - lo;
         }
+        // Every rank of the group takes the same step, or none: a share that failed on one rank
+        // leaves the others out of the group's sums.
+        const auto all_ok = [&](const std::string& why) {
+          int ok = error.empty() ? 1 : 0;
+          if (group != MPI_COMM_NULL)
+            par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, group),
+                           "reference group");
+          if (ok == 0 && error.empty()) error = why;
+          return ok == 1;
+        };
+        // The values first (staged_reference): the magnitudes only where a rank's block differs
+        // from them, for which the group computes and sums them as it did the values.
+        std::optional<staged_reference> st;
         try {
-          e = reference_of_block(c, t.t, region, part);
+          st.emplace(c, t.t, region, part);
         } catch (const std::exception& x) {
           error = x.what();
         }
-        if (group != MPI_COMM_NULL) {
-          int ok = error.empty() ? 1 : 0;
-          par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, group),
-                         "reference group");
-          if (ok == 0 && error.empty()) error = "a replica's share of the reference failed";
-          if (ok == 1 && !sh.tiles) {
-            std::visit([&](auto& m) { sum_across(m.data.data(), m.data.size(), group); }, e.value);
-            sum_across(e.mag.data(), e.mag.size(), group);
-          } else if (ok == 1) {  // this rank's rows of the run, summed
-            const auto rows = static_cast<std::size_t>(tp.region.rows);
-            const auto cols = static_cast<std::size_t>(tp.region.cols);
-            block_reference own;
-            own.k_ref = e.k_ref;
-            own.flops = e.flops;
-            own.panel_bytes = e.panel_bytes;
-            own.mag.assign(rows * cols, 0.0);
+        block_reference own;  // tiles: this rank's rows of the run, summed
+        const auto rows = static_cast<std::size_t>(tp.region.rows);
+        const auto cols = static_cast<std::size_t>(tp.region.cols);
+        if (all_ok("a replica's share of the reference failed")) {
+          block_reference& mine_ref = st->reference();
+          if (by_rows) {
+            st->drop_panels();  // as for tiles, below
+            own.k_ref = mine_ref.k_ref;
+            std::visit(
+                [&](auto& m) {
+                  using V = typename std::decay_t<decltype(m.data)>::value_type;
+                  own.value = par::make_matrix<V>(rows, cols);
+                  gather_rows(m.data.data(), std::get<matrix<V>>(own.value).data.data(), rows, cols,
+                              group);
+                },
+                mine_ref.value);
+          } else if (group != MPI_COMM_NULL && !sh.tiles) {
+            std::visit([&](auto& m) { sum_across(m.data.data(), m.data.size(), group); },
+                       mine_ref.value);
+          } else if (group != MPI_COMM_NULL) {
+            // The run's panels are let go before this rank's rows are summed into a block of
+            // their own, so that the check's peak stays that of the panels and the run's values
+            // (made again should the magnitudes be needed).
+            st->drop_panels();
+            own.k_ref = mine_ref.k_ref;
             std::visit(
                 [&](auto& m) {
                   using V = typename std::decay_t<decltype(m.data)>::value_type;
@@ -726,12 +840,41 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
                   sum_scattered(m.data.data(), std::get<matrix<V>>(own.value).data.data(),
                                 sh.counts, group);
                 },
-                e.value);
-            sum_scattered(e.mag.data(), own.mag.data(), sh.counts, group);
-            e = std::move(own);
+                mine_ref.value);
           }
-          MPI_Comm_free(&group);
+          int need = settled(got->out(t), (sh.tiles || by_rows ? own : mine_ref).value) ? 0 : 1;
+          if (group != MPI_COMM_NULL)
+            par::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &need, 1, MPI_INT, MPI_MAX, group),
+                           "reference group");
+          if (need == 1) {
+            try {
+              st->add_magnitudes();
+            } catch (const std::exception& x) {
+              error = x.what();
+            }
+            st->drop_panels();
+            if (all_ok("a replica's share of the magnitudes failed")) {
+              if (by_rows) {
+                own.mag.assign(rows * cols, 0.0);
+                gather_rows(mine_ref.mag.data(), own.mag.data(), rows, cols, group);
+              } else if (group != MPI_COMM_NULL && !sh.tiles) {
+                sum_across(mine_ref.mag.data(), mine_ref.mag.size(), group);
+              } else if (group != MPI_COMM_NULL) {
+                own.mag.assign(rows * cols, 0.0);
+                sum_scattered(mine_ref.mag.data(), own.mag.data(), sh.counts, group);
+              }
+            }
+          }
+          st->drop_panels();
+          if (sh.tiles || by_rows) {
+            own.flops = mine_ref.flops;
+            own.panel_bytes = mine_ref.panel_bytes;
+            e = std::move(own);
+          } else {
+            e = std::move(mine_ref);
+          }
         }
+        if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
         run.v.check_flops += e.flops;
         run.v.check_panel_bytes += e.panel_bytes;
         if (!error.empty()) throw std::runtime_error(error);

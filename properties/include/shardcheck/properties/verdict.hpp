@@ -160,6 +160,39 @@ struct block_reference {
 [[nodiscard]] block_reference reference_of_block(const par::run_case& c, par::tensor t,
                                                  const par::block& b, par::index_run inner);
 
+// Its values alone (as reference_of_block's `value`): what a diagnosis compares with.
+[[nodiscard]] par::any_matrix reference_values_of_block(const par::run_case& c, par::tensor t,
+                                                        const par::block& b, par::index_run inner);
+
+// The reference of a single f32 / f64 layer's block (as reference_of_block) in two steps: its
+// values at construction, its magnitude products |X||W|ᵀ only when add_magnitudes() asks for
+// them, from the same panels (kept until drop_panels(); made again from the case's seed if
+// dropped before). The judge needs an
+// element's magnitude only where the kernel's value differs from the reference's: an element
+// equal to it bit for bit (settled) holds under every bound and adds 0 to every error figure, so
+// a block settled in every element is judged without them, with the same verdict and figures.
+class staged_reference {
+ public:
+  staged_reference(const par::run_case& c, par::tensor t, const par::block& b,
+                   par::index_run inner);
+  [[nodiscard]] block_reference& reference() { return e_; }  // `mag` empty until add_magnitudes
+  void add_magnitudes();
+  void drop_panels();
+
+ private:
+  const par::run_case& c_;
+  par::tensor t_;
+  par::block b_;
+  par::index_run inner_;
+  block_reference e_;
+  par::any_matrix a_, w_;  // the panels (ordered as the product reads them)
+  bool has_magnitudes_ = false, panels_held_ = false;
+};
+
+// Whether got equals want (the reference's values, the same dtype: f32 or f64) in every element,
+// bit for bit or both NaN: every element then holds at any bound, with an error of 0.
+[[nodiscard]] bool settled(const par::any_matrix& got, const par::any_matrix& want);
+
 // A single layer's whole outputs Y, dX, dW, each the reference of its whole block; and block b
 // of output t sliced from the reference of its whole output.
 [[nodiscard]] std::vector<block_reference> whole_references(const par::run_case& c);
@@ -266,7 +299,10 @@ template <class T>
 [[nodiscard]] judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols,
                                     const T* got, const wide_t<T>* want, const double* mag,
                                     const double* stat_bound, const double* unit_mag);
-// The same for a block of any dtype against its reference.
+// The same for a block of any dtype against its reference. A single f32 / f64 layer's reference
+// may come without its magnitudes (staged_reference) only for a block settled against it: its
+// judgement is then the one every settled block gets (no failure, every figure 0); unsettled,
+// it throws.
 [[nodiscard]] judgement judge_block(const tolerance& tol, const par::any_matrix& got,
                                     const block_reference& want);
 
