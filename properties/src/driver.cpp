@@ -203,6 +203,7 @@ driver::driver(par::comm& world, lookup find, double case_timeout_seconds, std::
     subs_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
     reports_.push_back(world_.split(world_.rank() < p ? 0 : -1, world_.rank()));
   }
+  signals_ = world_.split(0, world_.rank());
   dog_ = std::make_unique<watchdog>(timeout_, leader());
   last_words::install(world_.rank(), leader());
 }
@@ -211,10 +212,37 @@ driver::~driver() = default;
 
 namespace {
 constexpr int stop_length = -1;
+constexpr int command_tag = 1, case_ended_tag = 2;
 
-void send_command(const par::comm& world, const std::string& message) {
+// A rank with nothing to do until rank 0 tells it (the next command, the end of a case it takes
+// no part in) waits for that word without polling MPI all along: between tests it sleeps an
+// eighth of the time it has waited so far, at most a millisecond. Ranks oversubscribed on few
+// cores (64 on 2 in ctest's property.ranks64) so leave their cores to the ranks of the case,
+// and a wait that ends soon sleeps little. The word is a point-to-point message, small enough to
+// be sent eagerly: no progress is asked of the sleeping rank, as a collective's would be.
+void receive_idle(int& word, int tag, const par::comm& signals) {
+  using clock = std::chrono::steady_clock;
+  MPI_Request r = MPI_REQUEST_NULL;
+  par::check_mpi(MPI_Irecv(&word, 1, MPI_INT, 0, tag, signals.native_handle(), &r), "driver");
+  const clock::time_point start = clock::now();
+  while (true) {
+    int done = 0;
+    par::check_mpi(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "driver");
+    if (done != 0) return;
+    std::this_thread::sleep_for(
+        std::min<clock::duration>((clock::now() - start) / 8, std::chrono::milliseconds(1)));
+  }
+}
+
+// Rank 0's word to ranks [from, size) of signals.
+void tell(int word, int tag, int from, const par::comm& signals) {
+  for (int r = std::max(from, 1); r < signals.size(); ++r)
+    par::check_mpi(MPI_Send(&word, 1, MPI_INT, r, tag, signals.native_handle()), "driver");
+}
+
+void send_command(const par::comm& world, const par::comm& signals, const std::string& message) {
   int length = static_cast<int>(message.size());
-  par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world.native_handle()), "command length");
+  tell(length, command_tag, 1, signals);
   par::check_mpi(
       MPI_Bcast(const_cast<char*>(message.data()), length, MPI_CHAR, 0, world.native_handle()),
       "command");
@@ -264,6 +292,14 @@ case_verdict driver::execute(const std::string& message) {
     mine.message = std::string("runs: ") + e.what();
   }
 
+  // The ranks outside the case wait, idle, for rank 0 (always in it) to be done with it.
+  if (ran && ran->p < world_.size()) {
+    int word = 0;
+    if (world_.rank() == 0)
+      tell(word, case_ended_tag, ran->p, signals_);
+    else if (world_.rank() >= ran->p)
+      receive_idle(word, case_ended_tag, signals_);
+  }
   case_verdict out;
   const MPI_Comm w = world_.native_handle();
   if (ran && compare) compare_outputs(*s, *ran, mask, kept, mine, out, abandoned);
@@ -410,7 +446,7 @@ case_verdict driver::run(const par::run_case& c, unsigned mask) {
     if (world_.size() == 1) std::_Exit(exit_code::usage);
     PMPI_Abort(world_.native_handle(), exit_code::usage);  // not a kernel's (pmpi.hpp)
   }
-  send_command(world_, message);
+  send_command(world_, signals_, message);
   return execute(message);
 }
 
@@ -422,8 +458,7 @@ void driver::log_cases(const std::string& path) {
 }
 
 void driver::stop() {
-  int length = stop_length;
-  par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world_.native_handle()), "stop");
+  tell(stop_length, command_tag, 1, signals_);
   finish();
 }
 
@@ -437,7 +472,7 @@ void driver::finish() {
 void driver::serve() {
   while (true) {
     int length = 0;
-    par::check_mpi(MPI_Bcast(&length, 1, MPI_INT, 0, world_.native_handle()), "command length");
+    receive_idle(length, command_tag, signals_);
     if (length == stop_length) return finish();
     std::string message(static_cast<std::size_t>(length), '\0');
     par::check_mpi(MPI_Bcast(message.data(), length, MPI_CHAR, 0, world_.native_handle()),

@@ -167,7 +167,8 @@ class driver {
   std::string program_;
   std::vector<par::comm> subs_;     // subs_[p-1]: ranks 0..p-1
   std::vector<par::comm> reports_;  // the same ranks, for the flight recorder's reports alone
-  std::uint64_t serial_ = 0;        // cases run, the same on every rank
+  par::comm signals_;  // every rank: rank 0's word that a command is sent or a case has ended
+  std::uint64_t serial_ = 0;  // cases run, the same on every rank
   struct watchdog;
   std::unique_ptr<watchdog> dog_;
   bool keep_digests_ = false;
