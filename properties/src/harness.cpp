@@ -89,6 +89,31 @@ std::string where(const std::string& t, const block& b, int rank, const std::vec
   return os.str();
 }
 
+// "Y rows 0-2047 × columns 0-4095 (row i=17 at local 17) on rank 1": a block and one of its rows.
+std::string block_where(const std::string& t, const block& b, int rank,
+                        const std::vector<int>& coords, std::int64_t li) {
+  std::ostringstream os;
+  const auto span = [&os](const std::vector<par::index_run>& runs) {
+    const char* sep = "";
+    for (const par::index_run& r : runs) {
+      os << sep << r.offset << '-' << r.offset + r.length - 1;
+      sep = ",";
+    }
+  };
+  os << t << " rows ";
+  span(par::runs_of_rows(b));
+  os << " × columns ";
+  span(par::runs_of_cols(b));
+  os << " on rank " << rank;
+  if (coords.size() > 1) {
+    os << " (coords";
+    for (int v : coords) os << ' ' << v;
+    os << ')';
+  }
+  os << ", row i=" << par::global_index(par::runs_of_rows(b), li) << " at local " << li;
+  return os.str();
+}
+
 // The chains of case c's layers, or zeros when the kernel claims none (then only exact mode, which
 // is bitwise and needs no chain, is judged).
 std::vector<par::chain_lengths> chains_or_zero(const par::claims& cl, const par::run_case& c) {
@@ -610,6 +635,12 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
   const statistical_tier tier = ran ? tier_of(c, chains, run.on(property::forward),
                                               run.on(property::backward), cl->chains.has_value())
                                     : statistical_tier{};
+  // The projection tier (verdict.hpp): the same answer on every rank, a function of the case.
+  const bool projected = judged_by_projection(c);
+  const projection_tier ptier =
+      ran && projected ? projection_tier_of(c, chains, run.on(property::forward),
+                                            run.on(property::backward), cl->chains.has_value())
+                       : projection_tier{};
   stack_reference whole;
   mem::peak_scope scope;
   const auto start = std::chrono::steady_clock::now();
@@ -626,7 +657,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     const property prop = t.t == tensor::y ? property::forward : property::backward;
     // 16-bit outputs are judged each against its own widened reference (no group: a group made
     // here would never be freed on that path).
-    const share sh = stack || is_storage16(c.prob.type)
+    const share sh = stack || is_storage16(c.prob.type) || projected
                          ? share{}
                          : share_of(all, i, outputs.size(), p, me, inner_of(c.prob, t.t));
     MPI_Comm group = MPI_COMM_NULL;
@@ -751,6 +782,51 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
           }
       return ctx;
     };
+    if (projected) {  // each rank its own block, alone: no reference shared
+      try {
+        const any_matrix& mine_out = got->out(t);
+        if (std::string bad =
+                shape_mismatch(tp, par::rows_of(mine_out), par::cols_of(mine_out), run.rank);
+            !bad.empty()) {
+          fails.push_back({prop, bad, i});
+          continue;
+        }
+        const projection_judgement pj = project_block(c, t.t, tp.region, mine_out, tol, ptier);
+        run.v.check_flops += pj.flops;
+        run.v.check_panel_bytes += pj.panel_bytes;
+        std::string bad;
+        if (pj.declined) {
+          // A NaN or Inf in the block or its panels: the element tier judges this block (its
+          // non-finite rule), against its reference computed here whole.
+          bad = judge(
+              *run.s.k, c, tp, mine_out, tol, run.rank, plan->coords, run.v,
+              [&] {
+                return reference_of_block(c, t.t, tp.region, {0, inner});
+              },
+              context, shapes[i]);
+        } else {
+          error_cell& cell = run.v.errors.at(c.prob.type, t.t, c.mode);
+          cell.rigorous = std::max(cell.rigorous, pj.worst.rigorous);
+          cell.statistical = std::max(cell.statistical, pj.worst.statistical);
+          if (pj.failed) {
+            const block& b = tp.region;
+            std::pair<int, int> batch{-1, 0};
+            if (t.t == tensor::y || t.t == tensor::dx)
+              batch = run.s.k->micro_batch_of(c, par::global_index(par::runs_of_rows(b), pj.row));
+            shapes[i] = {
+                1, static_cast<int>(error_shape::other), -1, 0, -1, 0, batch.first, batch.second};
+            bad =
+                describe(pj, tol, ptier, block_where(tp.name, b, run.rank, plan->coords, pj.row)) +
+                "; shape: not diagnosed (projection: rerun with check=reference for the "
+                "elements)";
+          }
+        }
+        if (!bad.empty()) fails.push_back({prop, bad, i});
+      } catch (const std::exception& x) {
+        fails.push_back({property::runs, x.what(), outputs.size()});
+      }
+      continue;
+    }
     if (stack || is_storage16(c.prob.type)) {  // the whole stack's, or its own widened reference
       try {
         const std::string bad = judge(

@@ -1596,6 +1596,276 @@ double tier_bound_in_u(std::int64_t k, dtype t, double lambda) {
   return (lambda > 0 ? ref::gamma_tilde(k, u, lambda) : ref::gamma(k, t)) / u;
 }
 
+// --- the projection tier ----------------------------------------------------------------------
+
+std::string projection_declines(const par::run_case& c) {
+  if (c.prob.layers() > 1) return "a stack";
+  if (is_storage16(c.prob.type)) return std::string(to_string(c.prob.type)) + " storage";
+  if (c.mode == value_mode::exact) return "exact mode";
+  return {};
+}
+
+bool judged_by_projection(const par::run_case& c) {
+  if (c.check == par::check_method::reference || !projection_declines(c).empty()) return false;
+  if (c.check == par::check_method::projection) return true;
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  return d(c.prob.M) * d(c.prob.N) * d(c.prob.K) > projection_threshold;
+}
+
+projection_tier projection_tier_of(const par::run_case& c,
+                                   std::span<const par::chain_lengths> chains, bool forward,
+                                   bool backward, bool claimed) {
+  projection_tier pt;
+  const problem& p = c.prob;
+  // Every rank's block of every judged output holds at most all of its rows.
+  const double rows_y = static_cast<double>(p.M),
+               rows_dw = static_cast<double>(p.layout == weight_layout::out_in ? p.N : p.K);
+  pt.rows = static_cast<double>(c.p) * ((forward ? rows_y : 0) + (backward ? rows_y + rows_dw : 0));
+  if (c.mode == value_mode::exact || !claimed || chains.empty() || pt.rows <= 0) return pt;
+  const double half = ref::statistical_p_fail / 2, u = ref::unit_roundoff(p.type);
+  const double events = statistical_events(c, chains, forward, backward);
+  pt.lambda = ref::lambda_for(events, half, u);
+  pt.lambda_v = ref::lambda_for(pt.rows, half, 0);  // √(2·ln(2·rows/(p/2))): Hoeffding's
+  pt.p_fail = ref::false_alarm(events, pt.lambda, u) + ref::false_alarm(pt.rows, pt.lambda_v, 0);
+  return pt;
+}
+
+std::vector<double> projection_signs(const par::run_case& c, tensor t,
+                                     std::span<const par::index_run> cols) {
+  // A stream of its own per output: no input's data id (plan.cpp data_id_of) reaches it.
+  const std::uint32_t stream = 0x70726f00u + static_cast<std::uint32_t>(t);
+  std::vector<double> v;
+  for (const par::index_run& r : cols)
+    for (std::int64_t j = r.offset; j < r.offset + r.length; ++j)
+      v.push_back((ref::counter_hash(c.seed, stream, 0, static_cast<std::uint64_t>(j)) >> 63) != 0
+                      ? -1.0
+                      : 1.0);
+  return v;
+}
+
+projection_bound projection_bound_of(double sum_mag, double max_mag, double sum_got,
+                                     std::int64_t cols, std::int64_t inner, double gamma,
+                                     double gamma_tilde, double lambda_v) {
+  const std::int64_t n = cols + inner;
+  // Sums of nonnegative terms in double: each within γ_{n+2} of its exact value (relative).
+  const double inflate = 1 / (1 - ref::gamma(n + 2, dtype::f64));
+  const double s = sum_mag * inflate, x = max_mag * inflate, g = sum_got * inflate;
+  // The check's own rounding: r = A·(Wᵀ·v) in double, g = B̂·v in double.
+  const double own = ref::gamma(n + 1, dtype::f64) * s + ref::gamma(cols, dtype::f64) * g;
+  projection_bound b;
+  b.rigorous = gamma * s + own;
+  b.statistical = gamma_tilde > 0 && lambda_v > 0 ? lambda_v * gamma_tilde * std::sqrt(x * s) + own
+                                                  : b.rigorous;
+  return b;
+}
+
+namespace {
+
+// A panel read as P(index, k), k the inner index: element index·si + k·sk of `data`.
+template <class S>
+struct strided {
+  const S* data;
+  std::size_t si, sk;
+};
+
+// Per inner index k of panel q (C indices × d): s_k = Σ_j q_jk·v_j, a_k = Σ_j |q_jk|,
+// m_k = max_j |q_jk|; false when a value is not finite.
+template <class S>
+bool project_columns(const strided<S>& q, std::size_t n, std::size_t d, const double* v,
+                     std::vector<double>& s, std::vector<double>& a, std::vector<double>& m) {
+  s.assign(d, 0.0);
+  a.assign(d, 0.0);
+  m.assign(d, 0.0);
+  bool finite = true;
+  if (q.sk == 1) {  // index-major: row j holds its d inner values
+    for (std::size_t j = 0; j < n; ++j) {
+      const S* row = q.data + j * q.si;
+      for (std::size_t k = 0; k < d; ++k) {
+        const auto x = static_cast<double>(row[k]);
+        s[k] += x * v[j];
+        a[k] += std::abs(x);
+        m[k] = std::max(m[k], std::abs(x));
+      }
+    }
+  } else {  // inner-major: row k holds the n indices
+    for (std::size_t k = 0; k < d; ++k) {
+      const S* row = q.data + k * q.sk;
+      double sk = 0, ak = 0, mk = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        const auto x = static_cast<double>(row[j]);
+        sk += x * v[j];
+        ak += std::abs(x);
+        mk = std::max(mk, std::abs(x));
+      }
+      s[k] = sk;
+      a[k] = ak;
+      m[k] = mk;
+    }
+  }
+  for (std::size_t k = 0; k < d && finite; ++k) finite = std::isfinite(a[k]);
+  return finite;
+}
+
+// Per index i of panel l (R indices × d): r_i = Σ_k l_ik·s_k, S_i = Σ_k |l_ik|·a_k,
+// X_i = Σ_k |l_ik|·m_k.
+template <class S>
+void project_rows(const strided<S>& l, std::size_t n, std::size_t d, const std::vector<double>& s,
+                  const std::vector<double>& a, const std::vector<double>& m,
+                  std::vector<double>& r, std::vector<double>& sum, std::vector<double>& mx) {
+  r.assign(n, 0.0);
+  sum.assign(n, 0.0);
+  mx.assign(n, 0.0);
+  if (l.sk == 1) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const S* row = l.data + i * l.si;
+      double ri = 0, si = 0, xi = 0;
+      for (std::size_t k = 0; k < d; ++k) {
+        const auto x = static_cast<double>(row[k]);
+        ri += x * s[k];
+        si += std::abs(x) * a[k];
+        xi += std::abs(x) * m[k];
+      }
+      r[i] = ri;
+      sum[i] = si;
+      mx[i] = xi;
+    }
+  } else {
+    for (std::size_t k = 0; k < d; ++k) {
+      const S* row = l.data + k * l.sk;
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto x = static_cast<double>(row[i]);
+        r[i] += x * s[k];
+        sum[i] += std::abs(x) * a[k];
+        mx[i] += std::abs(x) * m[k];
+      }
+    }
+  }
+}
+
+template <class S>
+projection_judgement project(const par::run_case& c, tensor t, const block& b, const matrix<S>& got,
+                             const tolerance& tol, const projection_tier& pt) {
+  projection_judgement j;
+  const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
+  const std::int64_t inner = inner_of(c.prob, t);
+  const auto d = static_cast<std::size_t>(inner);
+  j.flops = checked_mul(2 * (b.rows + 3), b.cols, "check flops") +
+            checked_mul(6 * (b.rows + b.cols), inner, "check flops");
+  j.panel_bytes =
+      checked_mul(b.rows + b.cols, inner, "check bytes") * static_cast<std::int64_t>(sizeof(S));
+  if (rows == 0 || cols == 0) return j;
+  // The kernel's block projected: g = B̂·v and G = Σ_j |B̂_ij|.
+  const std::vector<double> v = projection_signs(c, t, par::runs_of_cols(b));
+  std::vector<double> g(rows, 0.0), ga(rows, 0.0);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const S* row = got.row(i);
+    double gi = 0, ai = 0;
+    for (std::size_t jj = 0; jj < cols; ++jj) {
+      const auto x = static_cast<double>(row[jj]);
+      gi += x * v[jj];
+      ai += std::abs(x);
+    }
+    g[i] = gi;
+    ga[i] = ai;
+    if (!std::isfinite(ai)) j.declined = true;
+  }
+  if (j.declined) return j;
+  const auto panels = panels_of<S>(
+      c, t, b, {0, inner},
+      [&](tensor u, const auto& r, const auto& q) { return case_values<S>(c, u, r, q); });
+  const S* a = panels.first.data.data();
+  const S* w = panels.second.data.data();
+  // L(i, k) and Q(j, k) with B_ij = Σ_k L(i, k)·Q(j, k) (panels_of's layouts).
+  const bool out_in = c.prob.layout == weight_layout::out_in;
+  strided<S> l{a, d, 1}, q{w, d, 1};
+  if (t == tensor::y) {
+    if (!out_in) q = {w, 1, cols};  // W[inner, cols]
+  } else if (t == tensor::dx) {
+    if (out_in) q = {w, 1, cols};  // W[inner(N), cols(K)]
+  } else if (out_in) {             // dY[inner, rows]ᵀ · X[inner, cols]
+    l = {a, 1, rows};
+    q = {w, 1, cols};
+  } else {  // X[inner, rows]ᵀ · dY[inner, cols]
+    l = {w, 1, rows};
+    q = {a, 1, cols};
+  }
+  std::vector<double> s, sa, sm, r, sum, mx;
+  if (!project_columns(q, cols, d, v.data(), s, sa, sm)) {
+    j.declined = true;
+    return j;
+  }
+  project_rows(l, rows, d, s, sa, sm, r, sum, mx);
+  const double gam = ref::gamma(tol.k_par, tol.type);
+  const double gam_t = pt.lambda > 0 ? ref::tier_gamma(tol.k_par, tol.type, pt.lambda) : 0;
+  double worst_rig = -1, worst_stat = -1;
+  std::int64_t at_rig = -1, at_stat = -1;
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (!std::isfinite(sum[i]) || !std::isfinite(r[i])) {
+      j.declined = true;
+      return j;
+    }
+    const projection_bound pb =
+        projection_bound_of(sum[i], mx[i], ga[i], b.cols, inner, gam, gam_t, pt.lambda_v);
+    const double err = std::abs(g[i] - r[i]);
+    const double rig = pb.rigorous > 0 ? err / pb.rigorous : (err > 0 ? INFINITY : 0);
+    const double st = pb.statistical > 0 ? err / pb.statistical : (err > 0 ? INFINITY : 0);
+    if (rig > worst_rig) {
+      worst_rig = rig;
+      at_rig = static_cast<std::int64_t>(i);
+    }
+    if (st > worst_stat) {
+      worst_stat = st;
+      at_stat = static_cast<std::int64_t>(i);
+    }
+  }
+  j.worst.rigorous = worst_rig;
+  if (pt.lambda > 0) j.worst.statistical = worst_stat;
+  j.failed = worst_rig > 1 || (pt.lambda > 0 && worst_stat > 1);
+  j.statistical = j.failed && worst_rig <= 1;
+  j.row = j.statistical ? at_stat : at_rig;
+  const auto i = static_cast<std::size_t>(j.row);
+  const projection_bound pb =
+      projection_bound_of(sum[i], mx[i], ga[i], b.cols, inner, gam, gam_t, pt.lambda_v);
+  j.err = std::abs(g[i] - r[i]);
+  j.got = g[i];
+  j.expected = r[i];
+  j.rigorous = pb.rigorous;
+  j.stat_bound = pb.statistical;
+  return j;
+}
+
+}  // namespace
+
+projection_judgement project_block(const par::run_case& c, tensor t, const block& b,
+                                   const any_matrix& got, const tolerance& tol,
+                                   const projection_tier& pt) {
+  if (par::rows_of(got) != static_cast<std::size_t>(b.rows) ||
+      par::cols_of(got) != static_cast<std::size_t>(b.cols))
+    throw error("project_block: the block's values are not laid out as the block");
+  if (const auto* f = std::get_if<matrix<float>>(&got)) return project<float>(c, t, b, *f, tol, pt);
+  if (const auto* f = std::get_if<matrix<double>>(&got))
+    return project<double>(c, t, b, *f, tol, pt);
+  throw error("project_block: a single layer in f32 or f64 only");
+}
+
+std::string describe(const projection_judgement& j, const tolerance& tol, const projection_tier& pt,
+                     const std::string& block_where) {
+  if (!j.failed) return {};
+  std::ostringstream os;
+  os.precision(17);
+  os << block_where << ", projected on signs v over the block's columns: (got·v)_i = " << j.got
+     << ", (A·(Wᵀ·v))_i = " << j.expected;
+  os.precision(3);
+  os << ", error " << j.err << " = " << (j.rigorous > 0 ? j.err / j.rigorous : INFINITY)
+     << "·rigorous bound " << j.rigorous << " (k_par=" << tol.k_par << ")";
+  if (pt.lambda > 0)
+    os << ", " << (j.stat_bound > 0 ? j.err / j.stat_bound : INFINITY) << "·statistical bound "
+       << j.stat_bound << " (λ=" << pt.lambda << ", λ_v=" << pt.lambda_v
+       << ", false-alarm probability ≤ " << pt.p_fail << ")";
+  os << " [projection" << (j.statistical ? ", statistical" : "") << "]";
+  return os.str();
+}
+
 template matrix<float> case_values<float>(const par::run_case&, tensor_slot,
                                           std::span<const par::index_run>,
                                           std::span<const par::index_run>);

@@ -218,6 +218,7 @@ struct verify_options {
   double case_timeout = prop::default_case_timeout;
   bool quiet = false;
   std::string backend;                // empty: drawn per case
+  std::string check = "auto";         // how outputs are judged: auto, reference, projection
   int p = 0;                          // 0: drawn per case
   std::vector<std::string> params;    // name=value, pinned
   std::string m_pin, n_pin, k_pin;    // --M, --N, --K: V or LO..HI; empty: drawn
@@ -757,6 +758,11 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   const unsigned mask = prop::parse_properties(o.properties);
   std::optional<par::backend_spec> forced;
   if (!o.backend.empty()) forced = par::parse_backend_spec(o.backend);
+  try {
+    (void)par::parse_check_method(o.check);
+  } catch (const invalid_problem& e) {
+    throw usage_error(std::string("--check ") + e.what());
+  }
   const auto chosen = chosen_strategies(cat, o, forced.has_value());
   par::comm world = par::comm::world();
   const std::int64_t limit = o.memory_limit_text.empty()
@@ -868,6 +874,7 @@ int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen
     so.progress = !o.quiet;
     so.pins = shape_pins(o);
     so.pins.backend = forced;
+    so.pins.check = par::parse_check_method(o.check);
     if (o.p > 0) so.pins.p = o.p;
     so.pins.params = pinned;
     so.memory_limit = limit;
@@ -965,9 +972,18 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
                                          "Run every case's collectives on this backend: mpi or "
                                          "native, native:all_reduce=tree for the tree all-reduce "
                                          "(default: drawn per case)");
+  auto* check_opt =
+      verify
+          ->add_option("--check", o->check,
+                       "How every case's outputs are judged: reference (element by element, "
+                       "O(M·N·K)), projection (a random ±1 projection of each block, O(n²)), or "
+                       "auto: projection when a case's M·N·K is above 2^33 (a replay line carries "
+                       "check= when not auto)")
+          ->capture_default_str();
   // A replay line is the whole case: what would change it, or pick cases, is refused beside it
   // rather than ignored. A replay file's lines pick their kernels from --strategy.
-  for (CLI::Option* o : {cases_opt, seed_opt, p_opt, param_opt, backend_opt, m_opt, n_opt, k_opt}) {
+  for (CLI::Option* o :
+       {cases_opt, seed_opt, p_opt, param_opt, backend_opt, check_opt, m_opt, n_opt, k_opt}) {
     replay_opt->excludes(o);
     replay_file_opt->excludes(o);
   }
