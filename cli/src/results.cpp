@@ -134,6 +134,7 @@ void strategy_result::add(const prop::case_verdict& v, unsigned mask) {
   ++replayed;
   worst_error = std::max(worst_error, v.worst_error);
   errors.merge(v.errors);
+  for (int k = 0; k < 2; ++k) projected[k] = std::max(projected[k], v.projected[k]);
   recorded_sent = std::max(recorded_sent, v.recorded_sent);
   mpi_peak_bytes = std::max(mpi_peak_bytes, v.mpi_peak_bytes);
   if (v.failed == 0 && v.worst_memory >= worst_memory) {

@@ -805,9 +805,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
               },
               context, shapes[i]);
         } else {
-          error_cell& cell = run.v.errors.at(c.prob.type, t.t, c.mode);
-          cell.rigorous = std::max(cell.rigorous, pj.worst.rigorous);
-          cell.statistical = std::max(cell.statistical, pj.worst.statistical);
+          // Shares of the projection's bounds, apart from the element tier's figures (no
+          // err/u·mag: a projection has no per-element magnitude).
+          run.v.projected[0] = std::max(run.v.projected[0], pj.worst.rigorous);
+          run.v.projected[1] = std::max(run.v.projected[1], pj.worst.statistical);
           if (pj.failed) {
             const block& b = tp.region;
             std::pair<int, int> batch{-1, 0};

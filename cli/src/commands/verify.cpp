@@ -68,6 +68,17 @@ std::string error_rows(const prop::error_figures& e) {
   return out;
 }
 
+// Under a strategy's row, when blocks were judged by projection (verify --check): the worst share
+// of the projection's rigorous and statistical bounds used over every projected row, e.g.
+//   projection [0.0013 0.052]
+std::string projected_row(const double (&shares)[2]) {
+  std::string out;
+  if (shares[0] >= 0)
+    appendf(out, "  projection [%s %s]\n", share_text(shares[0]).c_str(),
+            share_text(shares[1]).c_str());
+  return out;
+}
+
 // Under a strategy's row, the cases drawn that the kernel declined (its preconditions), e.g.
 //   declined: 212 drawn cases, never run (e.g. p=3 is not a perfect square)
 std::string declined_line(std::int64_t declined, const std::string& example) {
@@ -93,6 +104,7 @@ std::string report_row(const prop::strategy_report& r, int width, unsigned mask,
                              : survived.c_str(),
           r.seconds, peak.c_str());
   out += error_rows(r.errors);
+  out += projected_row(r.projected);
   if (const unsigned shown = prop::shown_not_claimed(r.not_claimed, mask); shown != 0)
     appendf(out, "  not claimed (never judged): %s\n", prop::properties_to_string(shown).c_str());
   // What a kernel that claims no collectives really moved, as recorded.
@@ -188,6 +200,8 @@ std::string suite_table(const results::run_results& rr) {
     r.seconds = res.seconds;
     r.worst_error = res.worst_error;
     r.errors = res.errors;
+    r.projected[0] = res.projected[0];
+    r.projected[1] = res.projected[1];
     r.peak_bytes = res.peak_bytes;
     r.recorded_sent = res.recorded_sent;
     r.bound_bytes = res.bound_bytes;
@@ -370,6 +384,7 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
                 v.worst_error, human_bytes(v.peak_bytes).c_str(),
                 human_bytes(v.bound_bytes).c_str());
     std::fputs(error_rows(v.errors).c_str(), stdout);
+    std::fputs(projected_row(v.projected).c_str(), stdout);
     if (const unsigned shown = prop::shown_not_claimed(v.not_claimed, mask); shown != 0)
       std::printf("not claimed (never judged): %s\n", prop::properties_to_string(shown).c_str());
     if ((v.not_claimed & static_cast<unsigned>(prop::property::ledger)) != 0)
@@ -661,6 +676,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     res.seconds += r.seconds;
     res.worst_error = std::max(res.worst_error, r.worst_error);
     res.errors.merge(r.errors);
+    for (int k = 0; k < 2; ++k) res.projected[k] = std::max(res.projected[k], r.projected[k]);
     res.recorded_sent = std::max(res.recorded_sent, r.recorded_sent);
     res.mpi_peak_bytes = std::max(res.mpi_peak_bytes, r.mpi_peak_bytes);
     if (r.worst_memory >= res.worst_memory) {
