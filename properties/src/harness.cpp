@@ -657,7 +657,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     const property prop = t.t == tensor::y ? property::forward : property::backward;
     // 16-bit outputs are judged each against its own widened reference (no group: a group made
     // here would never be freed on that path).
-    const share sh = stack || is_storage16(c.prob.type) || projected
+    const share sh = stack || is_storage16(c.prob.type)
                          ? share{}
                          : share_of(all, i, outputs.size(), p, me, inner_of(c.prob, t.t));
     MPI_Comm group = MPI_COMM_NULL;
@@ -782,16 +782,55 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
           }
       return ctx;
     };
-    if (projected) {  // each rank its own block, alone: no reference shared
+    if (projected) {
+      // Replicas of one block (share_of's group) split its inner dimension as for the reference:
+      // each computes r, S and X over its part, summed across them (one sum of 3·rows doubles),
+      // so that the check's panels stay those of its own share as p grows (data_parallel's dW:
+      // M/p rows of dY and X each). A tiled block is projected whole by each of its ranks.
       try {
         const any_matrix& mine_out = got->out(t);
+        const bool shared = group != MPI_COMM_NULL && !sh.tiles;
+        const int parts = shared ? sh.parts : 1, part = shared ? sh.part : 0;
+        const par::index_run piece{inner * part / parts,
+                                   inner * (part + 1) / parts - inner * part / parts};
+        projection_sums sums;
+        std::string error;
+        try {
+          sums = projection_sums_of(c, t.t, tp.region, piece);
+        } catch (const std::exception& x) {
+          error = x.what();
+        }
+        if (shared) {
+          // Every member takes part in the sum, whatever happened here: [failed, non-finite,
+          // r, S, X].
+          const auto rows = static_cast<std::size_t>(tp.region.rows);
+          std::vector<double> buf(2 + 3 * rows, 0.0);
+          buf[0] = error.empty() ? 0 : 1;
+          buf[1] = sums.finite ? 0 : 1;
+          if (error.empty() && sums.r.size() == rows)
+            for (std::size_t e = 0; e < rows; ++e) {
+              buf[2 + e] = sums.r[e];
+              buf[2 + rows + e] = sums.sum[e];
+              buf[2 + 2 * rows + e] = sums.max[e];
+            }
+          sum_across(buf.data(), buf.size(), group);
+          if (buf[0] > 0 && error.empty()) error = "a replica's share of the projection failed";
+          sums.finite = buf[1] == 0;
+          sums.r.assign(buf.begin() + 2, buf.begin() + 2 + static_cast<std::ptrdiff_t>(rows));
+          sums.sum.assign(buf.begin() + 2 + static_cast<std::ptrdiff_t>(rows),
+                          buf.begin() + 2 + 2 * static_cast<std::ptrdiff_t>(rows));
+          sums.max.assign(buf.begin() + 2 + 2 * static_cast<std::ptrdiff_t>(rows), buf.end());
+        }
+        if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
+        if (!error.empty()) throw std::runtime_error(error);
         if (std::string bad =
                 shape_mismatch(tp, par::rows_of(mine_out), par::cols_of(mine_out), run.rank);
             !bad.empty()) {
           fails.push_back({prop, bad, i});
           continue;
         }
-        const projection_judgement pj = project_block(c, t.t, tp.region, mine_out, tol, ptier);
+        const projection_judgement pj =
+            judge_projection(c, t.t, tp.region, mine_out, sums, parts, tol, ptier);
         run.v.check_flops += pj.flops;
         run.v.check_panel_bytes += pj.panel_bytes;
         std::string bad;
@@ -824,6 +863,7 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         }
         if (!bad.empty()) fails.push_back({prop, bad, i});
       } catch (const std::exception& x) {
+        if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
         fails.push_back({property::runs, x.what(), outputs.size()});
       }
       continue;

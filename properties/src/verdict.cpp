@@ -1743,36 +1743,21 @@ void project_rows(const strided<S>& l, std::size_t n, std::size_t d, const std::
 }
 
 template <class S>
-projection_judgement project(const par::run_case& c, tensor t, const block& b, const matrix<S>& got,
-                             const tolerance& tol, const projection_tier& pt) {
-  projection_judgement j;
+projection_sums sums_of(const par::run_case& c, tensor t, const block& b, par::index_run inner) {
+  projection_sums out;
   const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
-  const std::int64_t inner = inner_of(c.prob, t);
-  const auto d = static_cast<std::size_t>(inner);
-  j.flops = checked_mul(2 * (b.rows + 3), b.cols, "check flops") +
-            checked_mul(6 * (b.rows + b.cols), inner, "check flops");
-  j.panel_bytes =
-      checked_mul(b.rows + b.cols, inner, "check bytes") * static_cast<std::int64_t>(sizeof(S));
-  if (rows == 0 || cols == 0) return j;
-  // The kernel's block projected: g = B̂·v and G = Σ_j |B̂_ij|.
+  const auto d = static_cast<std::size_t>(inner.length);
+  out.flops = checked_mul(6 * (b.rows + b.cols), inner.length, "check flops");
+  out.panel_bytes = checked_mul(b.rows + b.cols, inner.length, "check bytes") *
+                    static_cast<std::int64_t>(sizeof(S));
+  out.r.assign(rows, 0.0);
+  out.sum.assign(rows, 0.0);
+  out.max.assign(rows, 0.0);
+  if (rows == 0 || cols == 0 || d == 0) return out;
   const std::vector<double> v = projection_signs(c, t, par::runs_of_cols(b));
-  std::vector<double> g(rows, 0.0), ga(rows, 0.0);
-  for (std::size_t i = 0; i < rows; ++i) {
-    const S* row = got.row(i);
-    double gi = 0, ai = 0;
-    for (std::size_t jj = 0; jj < cols; ++jj) {
-      const auto x = static_cast<double>(row[jj]);
-      gi += x * v[jj];
-      ai += std::abs(x);
-    }
-    g[i] = gi;
-    ga[i] = ai;
-    if (!std::isfinite(ai)) j.declined = true;
-  }
-  if (j.declined) return j;
-  const auto panels = panels_of<S>(
-      c, t, b, {0, inner},
-      [&](tensor u, const auto& r, const auto& q) { return case_values<S>(c, u, r, q); });
+  const auto panels = panels_of<S>(c, t, b, inner, [&](tensor u, const auto& r, const auto& q) {
+    return case_values<S>(c, u, r, q);
+  });
   const S* a = panels.first.data.data();
   const S* w = panels.second.data.data();
   // L(i, k) and Q(j, k) with B_ij = Σ_k L(i, k)·Q(j, k) (panels_of's layouts).
@@ -1789,24 +1774,58 @@ projection_judgement project(const par::run_case& c, tensor t, const block& b, c
     l = {w, 1, rows};
     q = {a, 1, cols};
   }
-  std::vector<double> s, sa, sm, r, sum, mx;
-  if (!project_columns(q, cols, d, v.data(), s, sa, sm)) {
+  std::vector<double> sv, sa, sm;
+  out.finite = project_columns(q, cols, d, v.data(), sv, sa, sm);
+  if (!out.finite) return out;
+  project_rows(l, rows, d, sv, sa, sm, out.r, out.sum, out.max);
+  for (std::size_t i = 0; i < rows && out.finite; ++i)
+    out.finite = std::isfinite(out.sum[i]) && std::isfinite(out.r[i]);
+  return out;
+}
+
+template <class S>
+projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b,
+                                const matrix<S>& got, const projection_sums& sums, int parts,
+                                const tolerance& tol, const projection_tier& pt) {
+  projection_judgement j;
+  const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
+  // The chain of r's roundings: C + d within a part, and the sum of `parts` parts.
+  const std::int64_t inner = inner_of(c.prob, t) + parts;
+  j.flops = checked_mul(2 * (b.rows + 3), b.cols, "check flops");
+  if (rows == 0 || cols == 0) return j;
+  if (!sums.finite || sums.r.size() != rows) {
     j.declined = true;
     return j;
   }
-  project_rows(l, rows, d, s, sa, sm, r, sum, mx);
-  const double gam = ref::gamma(tol.k_par, tol.type);
-  const double gam_t = pt.lambda > 0 ? ref::tier_gamma(tol.k_par, tol.type, pt.lambda) : 0;
-  double worst_rig = -1, worst_stat = -1;
-  std::int64_t at_rig = -1, at_stat = -1;
+  // The kernel's block projected: g = B̂·v and G = Σ_j |B̂_ij|.
+  const std::vector<double> v = projection_signs(c, t, par::runs_of_cols(b));
+  std::vector<double> g(rows, 0.0), ga(rows, 0.0);
   for (std::size_t i = 0; i < rows; ++i) {
-    if (!std::isfinite(sum[i]) || !std::isfinite(r[i])) {
+    const S* row = got.row(i);
+    double gi = 0, ai = 0;
+    for (std::size_t jj = 0; jj < cols; ++jj) {
+      const auto x = static_cast<double>(row[jj]);
+      gi += x * v[jj];
+      ai += std::abs(x);
+    }
+    g[i] = gi;
+    ga[i] = ai;
+    if (!std::isfinite(ai)) {
       j.declined = true;
       return j;
     }
-    const projection_bound pb =
-        projection_bound_of(sum[i], mx[i], ga[i], b.cols, inner, gam, gam_t, pt.lambda_v);
-    const double err = std::abs(g[i] - r[i]);
+  }
+  const double gam = ref::gamma(tol.k_par, tol.type);
+  const double gam_t = pt.lambda > 0 ? ref::tier_gamma(tol.k_par, tol.type, pt.lambda) : 0;
+  const auto bound = [&](std::size_t i) {
+    return projection_bound_of(sums.sum[i], sums.max[i], ga[i], b.cols, inner, gam, gam_t,
+                               pt.lambda_v);
+  };
+  double worst_rig = -1, worst_stat = -1;
+  std::int64_t at_rig = -1, at_stat = -1;
+  for (std::size_t i = 0; i < rows; ++i) {
+    const projection_bound pb = bound(i);
+    const double err = std::abs(g[i] - sums.r[i]);
     const double rig = pb.rigorous > 0 ? err / pb.rigorous : (err > 0 ? INFINITY : 0);
     const double st = pb.statistical > 0 ? err / pb.statistical : (err > 0 ? INFINITY : 0);
     if (rig > worst_rig) {
@@ -1824,11 +1843,10 @@ projection_judgement project(const par::run_case& c, tensor t, const block& b, c
   j.statistical = j.failed && worst_rig <= 1;
   j.row = j.statistical ? at_stat : at_rig;
   const auto i = static_cast<std::size_t>(j.row);
-  const projection_bound pb =
-      projection_bound_of(sum[i], mx[i], ga[i], b.cols, inner, gam, gam_t, pt.lambda_v);
-  j.err = std::abs(g[i] - r[i]);
+  const projection_bound pb = bound(i);
+  j.err = std::abs(g[i] - sums.r[i]);
   j.got = g[i];
-  j.expected = r[i];
+  j.expected = sums.r[i];
   j.rigorous = pb.rigorous;
   j.stat_bound = pb.statistical;
   return j;
@@ -1836,16 +1854,40 @@ projection_judgement project(const par::run_case& c, tensor t, const block& b, c
 
 }  // namespace
 
+projection_sums projection_sums_of(const par::run_case& c, tensor t, const block& b,
+                                   par::index_run inner) {
+  switch (c.prob.type) {
+    case dtype::f32: return sums_of<float>(c, t, b, inner);
+    case dtype::f64: return sums_of<double>(c, t, b, inner);
+    case dtype::bf16:
+    case dtype::f16: break;
+  }
+  throw error("projection_sums_of: a single layer in f32 or f64 only");
+}
+
+projection_judgement judge_projection(const par::run_case& c, tensor t, const block& b,
+                                      const any_matrix& got, const projection_sums& sums, int parts,
+                                      const tolerance& tol, const projection_tier& pt) {
+  if (par::rows_of(got) != static_cast<std::size_t>(b.rows) ||
+      par::cols_of(got) != static_cast<std::size_t>(b.cols))
+    throw error("judge_projection: the block's values are not laid out as the block");
+  projection_judgement j;
+  if (const auto* f = std::get_if<matrix<float>>(&got))
+    j = judge_rows<float>(c, t, b, *f, sums, parts, tol, pt);
+  else if (const auto* f = std::get_if<matrix<double>>(&got))
+    j = judge_rows<double>(c, t, b, *f, sums, parts, tol, pt);
+  else
+    throw error("judge_projection: a single layer in f32 or f64 only");
+  j.flops += sums.flops;
+  j.panel_bytes += sums.panel_bytes;
+  return j;
+}
+
 projection_judgement project_block(const par::run_case& c, tensor t, const block& b,
                                    const any_matrix& got, const tolerance& tol,
                                    const projection_tier& pt) {
-  if (par::rows_of(got) != static_cast<std::size_t>(b.rows) ||
-      par::cols_of(got) != static_cast<std::size_t>(b.cols))
-    throw error("project_block: the block's values are not laid out as the block");
-  if (const auto* f = std::get_if<matrix<float>>(&got)) return project<float>(c, t, b, *f, tol, pt);
-  if (const auto* f = std::get_if<matrix<double>>(&got))
-    return project<double>(c, t, b, *f, tol, pt);
-  throw error("project_block: a single layer in f32 or f64 only");
+  return judge_projection(c, t, b, got, projection_sums_of(c, t, b, {0, inner_of(c.prob, t)}), 1,
+                          tol, pt);
 }
 
 std::string describe(const projection_judgement& j, const tolerance& tol, const projection_tier& pt,

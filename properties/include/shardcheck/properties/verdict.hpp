@@ -391,6 +391,24 @@ struct projection_judgement {
   error_cell worst;  // err_u_mag stays −1: a projection has no per-element magnitude
   std::int64_t flops = 0, panel_bytes = 0;
 };
+// The reference side of block b's projection over the inner indices `inner` (all of them, or a
+// part: the parts' r, S and X add up to the whole's): per row r_i, S_i and X_i, and whether every
+// panel value was finite (else the block is declined).
+struct projection_sums {
+  std::vector<double> r, sum, max;
+  bool finite = true;
+  std::int64_t flops = 0, panel_bytes = 0;
+};
+[[nodiscard]] projection_sums projection_sums_of(const par::run_case& c, par::tensor t,
+                                                 const par::block& b, par::index_run inner);
+// Judges got (block b of output t) against `sums` over the whole inner dimension, made of `parts`
+// parts summed in any order (their sum's roundings join r's chain).
+[[nodiscard]] projection_judgement judge_projection(const par::run_case& c, par::tensor t,
+                                                    const par::block& b, const par::any_matrix& got,
+                                                    const projection_sums& sums, int parts,
+                                                    const tolerance& tol,
+                                                    const projection_tier& pt);
+// The same with the sums over the whole inner dimension, computed here.
 [[nodiscard]] projection_judgement project_block(const par::run_case& c, par::tensor t,
                                                  const par::block& b, const par::any_matrix& got,
                                                  const tolerance& tol, const projection_tier& pt);
