@@ -324,5 +324,39 @@ TEST(verdict, projection_holds_a_correct_block_and_catches_a_wrong_one) {
   EXPECT_GT(declined, 0);  // the nonfinite mode's blocks with a NaN or Inf
 }
 
+// The projection's statistical tier can fail alone: one row's error between its statistical and
+// rigorous bounds (f32, C = 2000 columns: the statistical bound is a tenth of the rigorous one).
+TEST(verdict, projection_statistical_bound_fails_alone) {
+  static const par::registry reg = par::builtin_strategies();
+  par::run_case c = par::run_case::parse(
+      "strategy=data_parallel p=1 M=6 N=2000 K=300 dtype=f32 layout=out_in mode=uniform seed=4 "
+      "backend=mpi");
+  par::complete_and_validate(*reg.find("data_parallel"), c);
+  const std::vector<par::chain_lengths> chains{{c.prob.K, c.prob.N, c.prob.M, {}}};
+  const projection_tier pt = projection_tier_of(c, chains, true, true, true);
+  const tolerance tol = tolerance_of(c, chains, tensor::y, statistical_tier{pt.lambda, 0});
+  const par::block b = whole_block(c, tensor::y);
+  const block_reference want = reference_of_block(c, tensor::y, b, {0, c.prob.K});
+  const projection_sums sums = projection_sums_of(c, tensor::y, b, {0, c.prob.K});
+  any_matrix got = want.value;
+  auto& m = std::get<matrix<float>>(got);
+  const std::size_t row = 3;
+  double ga = 0;
+  for (std::size_t j = 0; j < m.cols; ++j) ga += std::abs(static_cast<double>(m.row(row)[j]));
+  const projection_bound pb = projection_bound_of(
+      sums.sum[row], sums.max[row], ga, b.cols, c.prob.K + 1, ref::gamma(c.prob.K, dtype::f32),
+      ref::tier_gamma(c.prob.K, dtype::f32, pt.lambda), pt.lambda_v);
+  ASSERT_LT(4 * pb.statistical, pb.rigorous);
+  EXPECT_FALSE(judge_projection(c, tensor::y, b, got, sums, 1, tol, pt).failed);
+  // The geometric mean of the two bounds, on one element of the row.
+  float& e = m.row(row)[17];
+  e = static_cast<float>(static_cast<double>(e) + std::sqrt(pb.statistical * pb.rigorous));
+  const projection_judgement j = judge_projection(c, tensor::y, b, got, sums, 1, tol, pt);
+  EXPECT_TRUE(j.failed);
+  EXPECT_TRUE(j.statistical);
+  EXPECT_EQ(j.row, static_cast<std::int64_t>(row));
+  EXPECT_NE(describe(j, tol, pt, "Y").find("[projection, statistical]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shardcheck::prop
