@@ -642,9 +642,13 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
               const prop::suite_options& so, const std::string& program, const verify_options& o,
               replay_plan corpus_plan, baseline::book* book) {
   using clock = std::chrono::steady_clock;
-  std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
+  // The check method, when not auto.
+  const std::string check = so.pins.check == par::check_method::automatic
+                                ? std::string()
+                                : ", check " + std::string(par::to_string(so.pins.check));
+  std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s%s\n",
               d.ranks(), so.cases, static_cast<unsigned long long>(so.seed),
-              prop::properties_to_string(so.mask).c_str());
+              prop::properties_to_string(so.mask).c_str(), check.c_str());
   warn_if_unmeasured(so.mask);
   int status = 0;
   bool written = true;
