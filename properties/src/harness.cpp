@@ -89,7 +89,7 @@ std::string where(const std::string& t, const block& b, int rank, const std::vec
   return os.str();
 }
 
-// "Y rows 0-2047 × columns 0-4095 (row i=17 at local 17) on rank 1": a block and one of its rows.
+// "Y rows 0-2047 × columns 0-4095 on rank 1, row i=17 at local 17": a block and one of its rows.
 std::string block_where(const std::string& t, const block& b, int rank,
                         const std::vector<int>& coords, std::int64_t li) {
   std::ostringstream os;
@@ -857,8 +857,8 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
                 1, static_cast<int>(error_shape::other), -1, 0, -1, 0, batch.first, batch.second};
             bad =
                 describe(pj, tol, ptier, block_where(tp.name, b, run.rank, plan->coords, pj.row)) +
-                "; shape: not diagnosed (projection: rerun with check=reference for the "
-                "elements)";
+                "; shape: other (not diagnosed by projection: replay with check=reference for "
+                "the elements)";
           }
         }
         if (!bad.empty()) fails.push_back({prop, bad, i});
