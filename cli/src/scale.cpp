@@ -234,8 +234,8 @@ std::vector<point> plan_points(const std::vector<const par::kernel*>& kernels,
   par::check_method check = par::check_method::automatic;
   try {
     check = par::parse_check_method(o.check);
-  } catch (const invalid_problem& e) {
-    throw usage_error(std::string("--check ") + e.what());
+  } catch (const invalid_problem&) {
+    throw usage_error("--check '" + o.check + "': expected auto, reference or projection");
   }
   std::vector<point> all;
   for (const std::string& n : names) {

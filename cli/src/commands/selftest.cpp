@@ -61,15 +61,16 @@ runner::command selftest(CLI::App& app, const catalogue& cat, const std::string&
                    "How outputs are judged, as verify --check: auto, reference or projection")
       ->capture_default_str();
 
-  return {selftest, [] { return true; },
-          [o, &cat, program] {
-            try {
-              o->opts.check = par::parse_check_method(o->check);
-            } catch (const invalid_problem& e) {
-              throw usage_error(std::string("--check ") + e.what());
-            }
-            return do_selftest(cat, o->opts, o->timeout, program);
-          }};
+  return {
+      selftest, [] { return true; },
+      [o, &cat, program] {
+        try {
+          o->opts.check = par::parse_check_method(o->check);
+        } catch (const invalid_problem&) {
+          throw usage_error("--check '" + o->check + "': expected auto, reference or projection");
+        }
+        return do_selftest(cat, o->opts, o->timeout, program);
+      }};
 }
 
 }  // namespace shardcheck::commands

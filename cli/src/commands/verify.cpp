@@ -780,8 +780,8 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   if (!o.backend.empty()) forced = par::parse_backend_spec(o.backend);
   try {
     (void)par::parse_check_method(o.check);
-  } catch (const invalid_problem& e) {
-    throw usage_error(std::string("--check ") + e.what());
+  } catch (const invalid_problem&) {
+    throw usage_error("--check '" + o.check + "': expected auto, reference or projection");
   }
   const auto chosen = chosen_strategies(cat, o, forced.has_value());
   par::comm world = par::comm::world();
