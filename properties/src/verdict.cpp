@@ -1644,14 +1644,20 @@ std::vector<double> projection_signs(const par::run_case& c, tensor t,
 }
 
 projection_bound projection_bound_of(double sum_mag, double max_mag, double sum_got,
-                                     std::int64_t cols, std::int64_t inner, double gamma,
+                                     std::int64_t cols, std::int64_t inner, int parts, double gamma,
                                      double gamma_tilde, double lambda_v) {
-  const std::int64_t n = cols + inner;
-  // Sums of nonnegative terms in double: each within γ_{n+2} of its exact value (relative).
-  const double inflate = 1 / (1 - ref::gamma(n + 2, dtype::f64));
+  const auto g64 = [](std::int64_t k) { return ref::gamma(k, dtype::f64); };
+  const double u = ref::unit_roundoff(dtype::f64);
+  // Sums of nonnegative terms in double (over parts, then summed): each within γ_{C+d+q+2} of
+  // its exact value, relative.
+  const double inflate = 1 / (1 - g64(cols + inner + parts + 2));
   const double s = sum_mag * inflate, x = max_mag * inflate, g = sum_got * inflate;
-  // The check's own rounding: r = A·(Wᵀ·v) in double, g = B̂·v in double.
-  const double own = ref::gamma(n + 1, dtype::f64) * s + ref::gamma(cols, dtype::f64) * g;
+  // The check's own rounding (compensated sums, project_columns / project_rows): r within
+  // (2u + 2γ_q + 2γ_{2d+1}² + γ_C²)·S, g within (2u + γ_C²)·G.
+  const double own = (2 * u + 2 * g64(parts) + 2 * g64(2 * inner + 1) * g64(2 * inner + 1) +
+                      g64(cols) * g64(cols)) *
+                         s +
+                     (2 * u + g64(cols) * g64(cols)) * g;
   projection_bound b;
   b.rigorous = gamma * s + own;
   b.statistical = gamma_tilde > 0 && lambda_v > 0 ? lambda_v * gamma_tilde * std::sqrt(x * s) + own
@@ -1661,6 +1667,27 @@ projection_bound projection_bound_of(double sum_mag, double max_mag, double sum_
 
 namespace {
 
+// Error-free transformations in double (Knuth's TwoSum; Dekker's TwoProduct with Veltkamp's
+// split, no FMA needed). Sums and products are not contracted: GCC's ISO C++ mode compiles with
+// -ffp-contract=off.
+inline void two_sum(double a, double b, double& s, double& e) {
+  s = a + b;
+  const double bb = s - a;
+  e = (a - (s - bb)) + (b - bb);
+}
+inline void split(double a, double& h, double& l) {
+  const double c = 134217729.0 * a;  // 2^27 + 1
+  h = c - (c - a);
+  l = a - h;
+}
+inline void two_product(double a, double b, double& p, double& e) {
+  p = a * b;
+  double ah = 0, al = 0, bh = 0, bl = 0;
+  split(a, ah, al);
+  split(b, bh, bl);
+  e = al * bl - (((p - ah * bh) - al * bh) - ah * bl);
+}
+
 // A panel read as P(index, k), k the inner index: element index·si + k·sk of `data`.
 template <class S>
 struct strided {
@@ -1668,12 +1695,16 @@ struct strided {
   std::size_t si, sk;
 };
 
-// Per inner index k of panel q (C indices × d): s_k = Σ_j q_jk·v_j, a_k = Σ_j |q_jk|,
-// m_k = max_j |q_jk|; false when a value is not finite.
+// Per inner index k of panel q (C indices × d): s_k = Σ_j q_jk·v_j as an unevaluated pair
+// hi + lo (Ogita, Rump & Oishi's Sum2 without its last rounding: the terms are exact, v = ±1, and
+// |hi + lo − s_k| ≤ γ_{C−1}²·a_k), a_k = Σ_j |q_jk|, m_k = max_j |q_jk|; false when a value is
+// not finite.
 template <class S>
 bool project_columns(const strided<S>& q, std::size_t n, std::size_t d, const double* v,
-                     std::vector<double>& s, std::vector<double>& a, std::vector<double>& m) {
-  s.assign(d, 0.0);
+                     std::vector<double>& hi, std::vector<double>& lo, std::vector<double>& a,
+                     std::vector<double>& m) {
+  hi.assign(d, 0.0);
+  lo.assign(d, 0.0);
   a.assign(d, 0.0);
   m.assign(d, 0.0);
   bool finite = true;
@@ -1682,7 +1713,9 @@ bool project_columns(const strided<S>& q, std::size_t n, std::size_t d, const do
       const S* row = q.data + j * q.si;
       for (std::size_t k = 0; k < d; ++k) {
         const auto x = static_cast<double>(row[k]);
-        s[k] += x * v[j];
+        double e = 0;
+        two_sum(hi[k], x * v[j], hi[k], e);
+        lo[k] += e;
         a[k] += std::abs(x);
         m[k] = std::max(m[k], std::abs(x));
       }
@@ -1690,55 +1723,74 @@ bool project_columns(const strided<S>& q, std::size_t n, std::size_t d, const do
   } else {  // inner-major: row k holds the n indices
     for (std::size_t k = 0; k < d; ++k) {
       const S* row = q.data + k * q.sk;
-      double sk = 0, ak = 0, mk = 0;
+      double h = 0, l = 0, ak = 0, mk = 0;
       for (std::size_t j = 0; j < n; ++j) {
         const auto x = static_cast<double>(row[j]);
-        sk += x * v[j];
+        double e = 0;
+        two_sum(h, x * v[j], h, e);
+        l += e;
         ak += std::abs(x);
         mk = std::max(mk, std::abs(x));
       }
-      s[k] = sk;
+      hi[k] = h;
+      lo[k] = l;
       a[k] = ak;
       m[k] = mk;
     }
   }
-  for (std::size_t k = 0; k < d && finite; ++k) finite = std::isfinite(a[k]);
+  for (std::size_t k = 0; k < d && finite; ++k)
+    finite = std::isfinite(a[k]) && std::isfinite(hi[k]);
   return finite;
 }
 
-// Per index i of panel l (R indices × d): r_i = Σ_k l_ik·s_k, S_i = Σ_k |l_ik|·a_k,
-// X_i = Σ_k |l_ik|·m_k.
+// One term x·y into the pair (p, c) of Dot2 (Ogita, Rump & Oishi): p the running sum, c the
+// running sum of the errors.
+inline void dot2_add(double x, double y, double& p, double& c) {
+  double h = 0, r = 0, q = 0;
+  two_product(x, y, h, r);
+  two_sum(p, h, p, q);
+  c += q + r;
+}
+
+// Per index i of panel l (R indices × d): r_i = Σ_k l_ik·(hi_k + lo_k) by Dot2 over its 2d terms,
+// rounded once (|r̂_i − Σ_k l_ik·(hi_k + lo_k)| ≤ u·|r_i| + γ_{2d+1}²·Σ_k |l_ik|(|hi_k| + |lo_k|)),
+// S_i = Σ_k |l_ik|·a_k, X_i = Σ_k |l_ik|·m_k.
 template <class S>
-void project_rows(const strided<S>& l, std::size_t n, std::size_t d, const std::vector<double>& s,
-                  const std::vector<double>& a, const std::vector<double>& m,
-                  std::vector<double>& r, std::vector<double>& sum, std::vector<double>& mx) {
+void project_rows(const strided<S>& l, std::size_t n, std::size_t d, const std::vector<double>& hi,
+                  const std::vector<double>& lo, const std::vector<double>& a,
+                  const std::vector<double>& m, std::vector<double>& r, std::vector<double>& sum,
+                  std::vector<double>& mx) {
   r.assign(n, 0.0);
   sum.assign(n, 0.0);
   mx.assign(n, 0.0);
   if (l.sk == 1) {
     for (std::size_t i = 0; i < n; ++i) {
       const S* row = l.data + i * l.si;
-      double ri = 0, si = 0, xi = 0;
+      double p = 0, c = 0, si = 0, xi = 0;
       for (std::size_t k = 0; k < d; ++k) {
         const auto x = static_cast<double>(row[k]);
-        ri += x * s[k];
+        dot2_add(x, hi[k], p, c);
+        dot2_add(x, lo[k], p, c);
         si += std::abs(x) * a[k];
         xi += std::abs(x) * m[k];
       }
-      r[i] = ri;
+      r[i] = p + c;
       sum[i] = si;
       mx[i] = xi;
     }
   } else {
+    std::vector<double> c(n, 0.0);
     for (std::size_t k = 0; k < d; ++k) {
       const S* row = l.data + k * l.sk;
       for (std::size_t i = 0; i < n; ++i) {
         const auto x = static_cast<double>(row[i]);
-        r[i] += x * s[k];
+        dot2_add(x, hi[k], r[i], c[i]);
+        dot2_add(x, lo[k], r[i], c[i]);
         sum[i] += std::abs(x) * a[k];
         mx[i] += std::abs(x) * m[k];
       }
     }
+    for (std::size_t i = 0; i < n; ++i) r[i] += c[i];
   }
 }
 
@@ -1774,10 +1826,10 @@ projection_sums sums_of(const par::run_case& c, tensor t, const block& b, par::i
     l = {w, 1, rows};
     q = {a, 1, cols};
   }
-  std::vector<double> sv, sa, sm;
-  out.finite = project_columns(q, cols, d, v.data(), sv, sa, sm);
+  std::vector<double> hi, lo, sa, sm;
+  out.finite = project_columns(q, cols, d, v.data(), hi, lo, sa, sm);
   if (!out.finite) return out;
-  project_rows(l, rows, d, sv, sa, sm, out.r, out.sum, out.max);
+  project_rows(l, rows, d, hi, lo, sa, sm, out.r, out.sum, out.max);
   for (std::size_t i = 0; i < rows && out.finite; ++i)
     out.finite = std::isfinite(out.sum[i]) && std::isfinite(out.r[i]);
   return out;
@@ -1789,26 +1841,28 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
                                 const tolerance& tol, const projection_tier& pt) {
   projection_judgement j;
   const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
-  // The chain of r's roundings: C + d within a part, and the sum of `parts` parts.
-  const std::int64_t inner = inner_of(c.prob, t) + parts;
+  const std::int64_t inner = inner_of(c.prob, t);
   j.flops = checked_mul(2 * (b.rows + 3), b.cols, "check flops");
   if (rows == 0 || cols == 0) return j;
   if (!sums.finite || sums.r.size() != rows) {
     j.declined = true;
     return j;
   }
-  // The kernel's block projected: g = B̂·v and G = Σ_j |B̂_ij|.
+  // The kernel's block projected: g = B̂·v (Sum2 of exact terms: within u·|g| + γ_{C−1}²·G) and
+  // G = Σ_j |B̂_ij|.
   const std::vector<double> v = projection_signs(c, t, par::runs_of_cols(b));
   std::vector<double> g(rows, 0.0), ga(rows, 0.0);
   for (std::size_t i = 0; i < rows; ++i) {
     const S* row = got.row(i);
-    double gi = 0, ai = 0;
+    double gi = 0, gl = 0, ai = 0;
     for (std::size_t jj = 0; jj < cols; ++jj) {
       const auto x = static_cast<double>(row[jj]);
-      gi += x * v[jj];
+      double e = 0;
+      two_sum(gi, x * v[jj], gi, e);
+      gl += e;
       ai += std::abs(x);
     }
-    g[i] = gi;
+    g[i] = gi + gl;
     ga[i] = ai;
     if (!std::isfinite(ai)) {
       j.declined = true;
@@ -1818,7 +1872,7 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
   const double gam = ref::gamma(tol.k_par, tol.type);
   const double gam_t = pt.lambda > 0 ? ref::tier_gamma(tol.k_par, tol.type, pt.lambda) : 0;
   const auto bound = [&](std::size_t i) {
-    return projection_bound_of(sums.sum[i], sums.max[i], ga[i], b.cols, inner, gam, gam_t,
+    return projection_bound_of(sums.sum[i], sums.max[i], ga[i], b.cols, inner, parts, gam, gam_t,
                                pt.lambda_v);
   };
   double worst_rig = -1, worst_stat = -1;

@@ -191,18 +191,23 @@ TEST(verdict, a_block_that_differs_is_never_judged_without_magnitudes) {
 TEST(verdict, projection_bound_of_adds_the_checks_own_rounding) {
   const double u = 0x1p-53, gamma = 1e-6, gamma_tilde = 1e-7, lambda_v = 8;
   const std::int64_t cols = 100, inner = 50;
+  const int parts = 2;
   const double s = 1e4, x = 1e2, g = 3e3;
   const projection_bound b =
-      projection_bound_of(s, x, g, cols, inner, gamma, gamma_tilde, lambda_v);
-  const double gn = [&](std::int64_t n) { return n * u / (1 - n * u); }(cols + inner + 2);
+      projection_bound_of(s, x, g, cols, inner, parts, gamma, gamma_tilde, lambda_v);
+  const auto gk = [&](std::int64_t n) { return n * u / (1 - n * u); };
+  const double inflate = 1 / (1 - gk(cols + inner + parts + 2));
   const double own =
-      (cols + inner + 1) * u / (1 - (cols + inner + 1) * u) * s + cols * u / (1 - cols * u) * g;
-  EXPECT_NEAR(b.rigorous, (gamma * s + own) / (1 - gn), 1e-12 * b.rigorous);
-  EXPECT_NEAR(b.statistical, (lambda_v * gamma_tilde * std::sqrt(x * s) + own) / (1 - gn),
+      (2 * u + 2 * gk(parts) + 2 * gk(2 * inner + 1) * gk(2 * inner + 1) + gk(cols) * gk(cols)) *
+          s * inflate +
+      (2 * u + gk(cols) * gk(cols)) * g * inflate;
+  EXPECT_NEAR(b.rigorous, gamma * s * inflate + own, 1e-12 * b.rigorous);
+  EXPECT_NEAR(b.statistical, lambda_v * gamma_tilde * std::sqrt(x * s) * inflate + own,
               1e-12 * b.statistical);
   EXPECT_LT(b.statistical, b.rigorous);
   EXPECT_GT(b.rigorous, gamma * s);  // never below the kernel's share alone
-  const projection_bound off = projection_bound_of(s, x, g, cols, inner, gamma, 0, lambda_v);
+  EXPECT_LT(own, 10 * u * (s + g));  // compensated: a few u, not (C + d)·u
+  const projection_bound off = projection_bound_of(s, x, g, cols, inner, parts, gamma, 0, lambda_v);
   EXPECT_EQ(off.statistical, off.rigorous);
 }
 
@@ -344,7 +349,7 @@ TEST(verdict, projection_statistical_bound_fails_alone) {
   double ga = 0;
   for (std::size_t j = 0; j < m.cols; ++j) ga += std::abs(static_cast<double>(m.row(row)[j]));
   const projection_bound pb = projection_bound_of(
-      sums.sum[row], sums.max[row], ga, b.cols, c.prob.K + 1, ref::gamma(c.prob.K, dtype::f32),
+      sums.sum[row], sums.max[row], ga, b.cols, c.prob.K, 1, ref::gamma(c.prob.K, dtype::f32),
       ref::tier_gamma(c.prob.K, dtype::f32, pt.lambda), pt.lambda_v);
   ASSERT_LT(4 * pb.statistical, pb.rigorous);
   EXPECT_FALSE(judge_projection(c, tensor::y, b, got, sums, 1, tol, pt).failed);

@@ -325,14 +325,17 @@ template <class T>
 //   statistical:  v is independent of the errors, so (Hoeffding) P(|Σ_j v_j e_ij| > t) ≤
 //                 2·exp(−t²/(2·Σ_j e_ij²)), and Σ_j e_ij² ≤ γ̃²·max_j mag_ij·S_i ≤ γ̃²·X_i·S_i with
 //                 X_i = (|A_R|·max_j|W_C|)_i ≥ max_j mag_ij: t = λ_v·γ̃_kpar(λ)·√(X_i·S_i).
-// To both is added the rounding of the check itself in double (u = 2⁻⁵³): r_i is a chain of at
-// most C + d + q roundings of the terms |a_ik||w_jk| (q the parts it is summed from: the holders
-// of a replicated block split d among them) (≤ γ_{C+d+q+1}·S_i) and g_i one of C roundings of
-// |B̂_ij| (≤ γ_C·Σ_j|B̂_ij|); S_i, X_i and Σ_j|B̂_ij|, sums of nonnegative terms in double, are
-// inflated by 1/(1 − γ_{C+d+q+2}). The statistical tier keeps the element tier's false-alarm budget
-// per case, ref::statistical_p_fail, split in halves: λ for the element bounds' rounding events
-// (statistical_events) at p/2, λ_v over every projected row of the case (p ranks × the rows of
-// each judged output, each rank's block at most all of them) at p/2.
+// To both is added the rounding of the check itself, in double (u = 2⁻⁵³) with compensated sums
+// (Ogita, Rump & Oishi's Sum2 and Dot2, error-free transformations): W_Cᵀ·v as pairs hi + lo, r_i
+// by Dot2 over the 2d terms a_ik·hi_k, a_ik·lo_k and rounded once, within
+// (2u + 2γ_q + 2γ_{2d+1}² + γ_C²)·S_i (q the parts it is summed from: the holders of a replicated
+// block split d among them, their parts added in double), and g_i by Sum2, within
+// (2u + γ_C²)·Σ_j|B̂_ij| — about (q + 2)·u·S_i, against the (C + d)·u·S_i of plain sums, which
+// would outweigh the statistical bound in f64. S_i, X_i and Σ_j|B̂_ij|, sums of nonnegative terms
+// in double, are inflated by 1/(1 − γ_{C+d+q+2}). The statistical tier keeps the element tier's
+// false-alarm budget per case, ref::statistical_p_fail, split in halves: λ for the element bounds'
+// rounding events (statistical_events) at p/2, λ_v over every projected row of the case (p ranks ×
+// the rows of each judged output, each rank's block at most all of them) at p/2.
 //
 // Inputs of one magnitude (|a|, |w| ≈ m) give S_i ≈ C·d·m², X_i ≈ d·m²: the statistical bound is
 // then λ_v·(γ̃/γ)/√C of the rigorous one (C = 4096, λ_v ≈ 8: 0.13·γ̃/γ). It rests on the
@@ -375,13 +378,13 @@ struct projection_tier {
                                                    std::span<const par::index_run> cols);
 
 // Both bounds of one projected row from its sums (computed in double): S = Σ_j mag_ij,
-// X ≥ max_j mag_ij, G = Σ_j |B̂_ij|, for C columns, inner dimension d, γ_kpar and γ̃_kpar(λ)
-// (0: tier off, the statistical bound is then the rigorous one) and λ_v.
+// X ≥ max_j mag_ij, G = Σ_j |B̂_ij|, for C columns, inner dimension d in q parts, γ_kpar and
+// γ̃_kpar(λ) (0: tier off, the statistical bound is then the rigorous one) and λ_v.
 struct projection_bound {
   double rigorous = 0, statistical = 0;
 };
 [[nodiscard]] projection_bound projection_bound_of(double sum_mag, double max_mag, double sum_got,
-                                                   std::int64_t cols, std::int64_t inner,
+                                                   std::int64_t cols, std::int64_t inner, int parts,
                                                    double gamma, double gamma_tilde,
                                                    double lambda_v);
 
