@@ -134,6 +134,7 @@ void strategy_result::add(const prop::case_verdict& v, unsigned mask) {
   ++replayed;
   worst_error = std::max(worst_error, v.worst_error);
   errors.merge(v.errors);
+  for (int k = 0; k < 2; ++k) projected[k] = std::max(projected[k], v.projected[k]);
   recorded_sent = std::max(recorded_sent, v.recorded_sent);
   mpi_peak_bytes = std::max(mpi_peak_bytes, v.mpi_peak_bytes);
   if (v.failed == 0 && v.worst_memory >= worst_memory) {
@@ -284,18 +285,24 @@ std::string json_text(const run_results& r) {
   int passed = 0;
   const auto memory = static_cast<unsigned>(prop::property::memory);
   for (const strategy_result& s : r.strategies) {
-    json j = {{"name", s.name},
-              {"result", !s.passed()          ? "fail"
-                         : s.survived.empty() ? "pass"
-                                              : s.survived},
-              {"cases", s.cases},
-              {"replayed", s.replayed},
-              {"declined", s.declined},
-              {"seconds", s.seconds},
-              {"worst_error_ratio", s.worst_error},
-              {"errors", errors_json(s.errors)},
-              {"max_recorded_bytes_sent", s.recorded_sent},
-              {"max_mpi_heap_bytes", s.mpi_peak_bytes}};
+    json j = {
+        {"name", s.name},
+        {"result", !s.passed()          ? "fail"
+                   : s.survived.empty() ? "pass"
+                                        : s.survived},
+        {"cases", s.cases},
+        {"replayed", s.replayed},
+        {"declined", s.declined},
+        {"seconds", s.seconds},
+        {"worst_error_ratio", s.worst_error},
+        {"errors", errors_json(s.errors)},
+        {"projection", s.projected[0] < 0
+                           ? json(nullptr)
+                           : json{{"rigorous_share", s.projected[0]},
+                                  {"statistical_share",
+                                   s.projected[1] < 0 ? json(nullptr) : json(s.projected[1])}}},
+        {"max_recorded_bytes_sent", s.recorded_sent},
+        {"max_mpi_heap_bytes", s.mpi_peak_bytes}};
     j["declined_example"] = s.declined_example.empty() ? json(nullptr) : json(s.declined_example);
     const std::string_view mem = status_of(s, r.mask, memory);
     if (mem == "not claimed" || mem == "not measured" || mem == "not selected")

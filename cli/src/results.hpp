@@ -35,7 +35,8 @@ struct strategy_result {
   int replayed = 0;  // cases from the corpus or replay lines
   double seconds = 0;
   double worst_error = 0, worst_memory = 0;
-  prop::error_figures errors;  // per dtype, output tensor and mode, with each tier's share
+  prop::error_figures errors;      // per dtype, output tensor and mode, with each tier's share
+  double projected[2] = {-1, -1};  // blocks judged by projection: each bound's worst share
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
   std::int64_t recorded_sent = 0;   // the most bytes one rank sent in one case, as recorded
   std::int64_t mpi_peak_bytes = 0;  // the most MPI allocated inside one rank's kernel calls

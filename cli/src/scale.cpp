@@ -231,6 +231,12 @@ std::vector<point> plan_points(const std::vector<const par::kernel*>& kernels,
                         "parameters): name the dimensions that grow with --grow");
   }
   const std::int64_t limit = prop::default_memory_limit_here();
+  par::check_method check = par::check_method::automatic;
+  try {
+    check = par::parse_check_method(o.check);
+  } catch (const invalid_problem&) {
+    throw usage_error("--check '" + o.check + "': expected auto, reference or projection");
+  }
   std::vector<point> all;
   for (const std::string& n : names) {
     const prop::subject* s = find(n);
@@ -246,6 +252,7 @@ std::vector<point> plan_points(const std::vector<const par::kernel*>& kernels,
       c.prob.type = type;
       c.mode = value_mode::uniform;
       c.seed = 1;
+      c.check = check;
       const bool summa_mesh = o.grow.empty() && grow == "MN";
       const int pr = summa_rows(p);
       const auto times = [&](char d, std::int64_t unit) {
@@ -306,6 +313,7 @@ void report(const std::vector<point>& all, const std::vector<std::string>& names
                       {"machine", compare::machine_json(ranks)},
                       {"unit", {{"M", o.m}, {"N", o.n}, {"K", o.k}}},
                       {"dtype", o.dtype},
+                      {"check", o.check},
                       {"workers", workers},
                       {"rules", rules_json},
                       {"points", points},
@@ -334,6 +342,9 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
   c->add_option("--p", o.workers, "Worker counts, each at most the ranks launched")
       ->capture_default_str();
   c->add_option("--dtype", o.dtype, "f32 or f64")->capture_default_str();
+  c->add_option("--check", o.check,
+                "How outputs are judged, as verify --check: auto, reference or projection")
+      ->capture_default_str();
   c->add_option("--out", o.out, "Directory for scale.json and the plot (created)");
   c->add_flag("--quiet", o.quiet, "No line per case on stderr");
   return c;

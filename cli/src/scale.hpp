@@ -29,7 +29,8 @@ struct options {
   std::string grow;  // --grow: the dimensions that grow with p, e.g. "M" or "MK" (all named)
   std::string workers = "1,2,4,8,16";  // --p: the worker counts, each at most the ranks launched
   std::string dtype = "f64";
-  std::string out;  // directory for scale.json and the plots; empty: none
+  std::string check = "auto";  // --check: how outputs are judged (verify --check)
+  std::string out;             // directory for scale.json and the plots; empty: none
   bool quiet = false;
 };
 

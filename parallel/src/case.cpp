@@ -7,6 +7,22 @@
 
 namespace shardcheck::par {
 
+std::string_view to_string(check_method m) {
+  switch (m) {
+    case check_method::automatic: return "auto";
+    case check_method::reference: return "reference";
+    case check_method::projection: return "projection";
+  }
+  return "?";
+}
+
+check_method parse_check_method(std::string_view s) {
+  if (s == "auto") return check_method::automatic;
+  if (s == "reference") return check_method::reference;
+  if (s == "projection") return check_method::projection;
+  throw invalid_problem("check '" + std::string(s) + "': expected auto, reference or projection");
+}
+
 std::string run_case::to_string() const {
   std::ostringstream os;
   os << "strategy=" << strategy << " p=" << p << " M=" << prob.M << " N=" << prob.N
@@ -17,6 +33,7 @@ std::string run_case::to_string() const {
   if (is_storage16(prob.type)) os << ' ' << shardcheck::to_string(policy);
   os << " layout=" << shardcheck::to_string(prob.layout) << " mode=" << shardcheck::to_string(mode)
      << " seed=" << seed << " backend=" << par::to_string(backend);
+  if (check != check_method::automatic) os << " check=" << par::to_string(check);
   for (const auto& [key, part] : parts) os << " part." << key << '=' << part.to_string();
   for (const auto& [key, value] : params) os << ' ' << key << '=' << value;
   return os.str();
@@ -99,6 +116,12 @@ run_case run_case::parse(std::string_view line) {
       c.seed = parse_int<std::uint64_t>(key, value);
     } else if (key == "backend") {
       c.backend = parse_backend_spec(value);
+    } else if (key == "check") {
+      try {
+        c.check = parse_check_method(value);
+      } catch (const invalid_problem& e) {
+        throw invalid_problem(std::string("replay line: ") + e.what());
+      }
     } else if (key.starts_with("part.") && key.size() > 5) {
       c.parts.emplace(key.substr(5), partition::parse(value));
     } else {

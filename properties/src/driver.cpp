@@ -314,8 +314,9 @@ case_verdict driver::execute(const std::string& message) {
   int first = mine.failed != 0 ? world_.rank() : world_.size();
   int lowest = first;
   par::check_mpi(MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, w), "verdict");
-  double worst[2] = {mine.worst_error, mine.worst_memory}, worst_all[2] = {0, 0};
-  par::check_mpi(MPI_Allreduce(worst, worst_all, 2, MPI_DOUBLE, MPI_MAX, w), "verdict");
+  double worst[4] = {mine.worst_error, mine.worst_memory, mine.projected[0], mine.projected[1]},
+         worst_all[4] = {0, 0, 0, 0};
+  par::check_mpi(MPI_Allreduce(worst, worst_all, 4, MPI_DOUBLE, MPI_MAX, w), "verdict");
   static_assert(sizeof(error_figures::cells) == error_figures::size * 3 * sizeof(double));
   par::check_mpi(MPI_Allreduce(mine.errors.cells.data(), out.errors.cells.data(),
                                static_cast<int>(error_figures::size * 3), MPI_DOUBLE, MPI_MAX, w),
@@ -330,6 +331,8 @@ case_verdict driver::execute(const std::string& message) {
   out.not_measured = not_measured & ~failed & ~out.not_claimed;
   out.worst_error = worst_all[0];
   out.worst_memory = worst_all[1];
+  out.projected[0] = worst_all[2];
+  out.projected[1] = worst_all[3];
   out.peak_bytes = bytes_all[0];
   out.bound_bytes = bytes_all[1];
   out.recorded_sent = bytes_all[2];
@@ -591,6 +594,8 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
       }
       report.worst_error = std::max(report.worst_error, v.worst_error);
       report.errors.merge(v.errors);
+      for (int k = 0; k < 2; ++k)
+        report.projected[k] = std::max(report.projected[k], v.projected[k]);
       report.recorded_sent = std::max(report.recorded_sent, v.recorded_sent);
       report.mpi_peak_bytes = std::max(report.mpi_peak_bytes, v.mpi_peak_bytes);
       report.not_claimed |= v.not_claimed;

@@ -221,6 +221,7 @@ rc::Gen<drawn> draw_case(const par::kernel& s, int max_p, const case_pins& pins,
     // A bf16 / f16 case's policy, once its shape (hidden widths too) is known.
     if (is_storage16(c.prob.type)) draw_policy(info, c);
     c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 20);
+    c.check = pins.check;
     // Unpinned: mpi, native, or native with the tree all-reduce
     // (backend=native:all_reduce=tree).
     if (pins.backend) {

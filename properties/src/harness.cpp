@@ -89,6 +89,31 @@ std::string where(const std::string& t, const block& b, int rank, const std::vec
   return os.str();
 }
 
+// "Y rows 0-2047 × columns 0-4095 on rank 1, row i=17 at local 17": a block and one of its rows.
+std::string block_where(const std::string& t, const block& b, int rank,
+                        const std::vector<int>& coords, std::int64_t li) {
+  std::ostringstream os;
+  const auto span = [&os](const std::vector<par::index_run>& runs) {
+    const char* sep = "";
+    for (const par::index_run& r : runs) {
+      os << sep << r.offset << '-' << r.offset + r.length - 1;
+      sep = ",";
+    }
+  };
+  os << t << " rows ";
+  span(par::runs_of_rows(b));
+  os << " × columns ";
+  span(par::runs_of_cols(b));
+  os << " on rank " << rank;
+  if (coords.size() > 1) {
+    os << " (coords";
+    for (int v : coords) os << ' ' << v;
+    os << ')';
+  }
+  os << ", row i=" << par::global_index(par::runs_of_rows(b), li) << " at local " << li;
+  return os.str();
+}
+
 // The chains of case c's layers, or zeros when the kernel claims none (then only exact mode, which
 // is bitwise and needs no chain, is judged).
 std::vector<par::chain_lengths> chains_or_zero(const par::claims& cl, const par::run_case& c) {
@@ -610,6 +635,12 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
   const statistical_tier tier = ran ? tier_of(c, chains, run.on(property::forward),
                                               run.on(property::backward), cl->chains.has_value())
                                     : statistical_tier{};
+  // The projection tier (verdict.hpp): the same answer on every rank, a function of the case.
+  const bool projected = judged_by_projection(c);
+  const projection_tier ptier =
+      ran && projected ? projection_tier_of(c, chains, run.on(property::forward),
+                                            run.on(property::backward), cl->chains.has_value())
+                       : projection_tier{};
   stack_reference whole;
   mem::peak_scope scope;
   const auto start = std::chrono::steady_clock::now();
@@ -751,6 +782,92 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
           }
       return ctx;
     };
+    if (projected) {
+      // Replicas of one block (share_of's group) split its inner dimension as for the reference:
+      // each computes r, S and X over its part, summed across them (one sum of 3·rows doubles),
+      // so that the check's panels stay those of its own share as p grows (data_parallel's dW:
+      // M/p rows of dY and X each). A tiled block is projected whole by each of its ranks.
+      try {
+        const any_matrix& mine_out = got->out(t);
+        const bool shared = group != MPI_COMM_NULL && !sh.tiles;
+        const int parts = shared ? sh.parts : 1, part = shared ? sh.part : 0;
+        const par::index_run piece{inner * part / parts,
+                                   inner * (part + 1) / parts - inner * part / parts};
+        projection_sums sums;
+        std::string error;
+        try {
+          sums = projection_sums_of(c, t.t, tp.region, piece);
+        } catch (const std::exception& x) {
+          error = x.what();
+        }
+        if (shared) {
+          // Every member takes part in the sum, whatever happened here: [failed, non-finite,
+          // r, S, X].
+          const auto rows = static_cast<std::size_t>(tp.region.rows);
+          std::vector<double> buf(2 + 3 * rows, 0.0);
+          buf[0] = error.empty() ? 0 : 1;
+          buf[1] = sums.finite ? 0 : 1;
+          if (error.empty() && sums.r.size() == rows)
+            for (std::size_t e = 0; e < rows; ++e) {
+              buf[2 + e] = sums.r[e];
+              buf[2 + rows + e] = sums.sum[e];
+              buf[2 + 2 * rows + e] = sums.max[e];
+            }
+          sum_across(buf.data(), buf.size(), group);
+          if (buf[0] > 0 && error.empty()) error = "a replica's share of the projection failed";
+          sums.finite = buf[1] == 0;
+          sums.r.assign(buf.begin() + 2, buf.begin() + 2 + static_cast<std::ptrdiff_t>(rows));
+          sums.sum.assign(buf.begin() + 2 + static_cast<std::ptrdiff_t>(rows),
+                          buf.begin() + 2 + 2 * static_cast<std::ptrdiff_t>(rows));
+          sums.max.assign(buf.begin() + 2 + 2 * static_cast<std::ptrdiff_t>(rows), buf.end());
+        }
+        if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
+        if (!error.empty()) throw std::runtime_error(error);
+        if (std::string bad =
+                shape_mismatch(tp, par::rows_of(mine_out), par::cols_of(mine_out), run.rank);
+            !bad.empty()) {
+          fails.push_back({prop, bad, i});
+          continue;
+        }
+        const projection_judgement pj =
+            judge_projection(c, t.t, tp.region, mine_out, sums, parts, tol, ptier);
+        run.v.check_flops += pj.flops;
+        run.v.check_panel_bytes += pj.panel_bytes;
+        std::string bad;
+        if (pj.declined) {
+          // A NaN or Inf in the block or its panels: the element tier judges this block (its
+          // non-finite rule), against its reference computed here whole.
+          bad = judge(
+              *run.s.k, c, tp, mine_out, tol, run.rank, plan->coords, run.v,
+              [&] {
+                return reference_of_block(c, t.t, tp.region, {0, inner});
+              },
+              context, shapes[i]);
+        } else {
+          // Shares of the projection's bounds, apart from the element tier's figures (no
+          // err/u·mag: a projection has no per-element magnitude).
+          run.v.projected[0] = std::max(run.v.projected[0], pj.worst.rigorous);
+          run.v.projected[1] = std::max(run.v.projected[1], pj.worst.statistical);
+          if (pj.failed) {
+            const block& b = tp.region;
+            std::pair<int, int> batch{-1, 0};
+            if (t.t == tensor::y || t.t == tensor::dx)
+              batch = run.s.k->micro_batch_of(c, par::global_index(par::runs_of_rows(b), pj.row));
+            shapes[i] = {
+                1, static_cast<int>(error_shape::other), -1, 0, -1, 0, batch.first, batch.second};
+            bad =
+                describe(pj, tol, ptier, block_where(tp.name, b, run.rank, plan->coords, pj.row)) +
+                "; shape: other (not diagnosed by projection: replay with check=reference for "
+                "the elements)";
+          }
+        }
+        if (!bad.empty()) fails.push_back({prop, bad, i});
+      } catch (const std::exception& x) {
+        if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
+        fails.push_back({property::runs, x.what(), outputs.size()});
+      }
+      continue;
+    }
     if (stack || is_storage16(c.prob.type)) {  // the whole stack's, or its own widened reference
       try {
         const std::string bad = judge(

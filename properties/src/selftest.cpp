@@ -88,6 +88,7 @@ int run_selftest(driver& d, const mutant_set& m, const selftest_options& o,
     so.seed = o.seed;
     so.progress = false;
     so.cases = o.cases;
+    so.pins.check = o.check;
     so.local_minimum = false;  // a caught cell needs no smaller case,
     so.reruns = 0;             // nor its rate
     const strategy_report rep = d.check(c.name, c.s, so);

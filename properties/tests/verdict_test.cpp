@@ -6,6 +6,7 @@
 
 #include "mpi_environment.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,6 +15,7 @@
 
 #include "shardcheck/parallel/registry.hpp"
 #include "shardcheck/properties/verdict.hpp"
+#include "shardcheck/reference/bound.hpp"
 
 namespace shardcheck::prop {
 namespace {
@@ -179,6 +181,186 @@ TEST(verdict, a_block_that_differs_is_never_judged_without_magnitudes) {
     EXPECT_GT(j.max_err, 0.0);
     EXPECT_EQ(j.first.has_value(), c.mode == value_mode::exact);
   }
+}
+
+// --- the projection tier ------------------------------------------------------------------------
+
+// The bounds of one projected row from its sums: the rigorous one γ·S plus the check's own
+// rounding in double, the statistical one λ_v·γ̃·√(X·S) plus the same, both inflated for the
+// sums' own rounding; with the statistical tier off, the statistical bound is the rigorous one.
+TEST(verdict, projection_bound_of_adds_the_checks_own_rounding) {
+  const double u = 0x1p-53, gamma = 1e-6, gamma_tilde = 1e-7, lambda_v = 8;
+  const std::int64_t cols = 100, inner = 50;
+  const int parts = 2;
+  const double s = 1e4, x = 1e2, g = 3e3;
+  const projection_bound b =
+      projection_bound_of(s, x, g, cols, inner, parts, gamma, gamma_tilde, lambda_v);
+  const auto gk = [&](std::int64_t n) { return n * u / (1 - n * u); };
+  const double inflate = 1 / (1 - gk(cols + inner + parts + 2));
+  const double own =
+      (2 * u + 2 * gk(parts) + 2 * gk(2 * inner + 1) * gk(2 * inner + 1) + gk(cols) * gk(cols)) *
+          s * inflate +
+      (2 * u + gk(cols) * gk(cols)) * g * inflate;
+  EXPECT_NEAR(b.rigorous, gamma * s * inflate + own, 1e-12 * b.rigorous);
+  EXPECT_NEAR(b.statistical, lambda_v * gamma_tilde * std::sqrt(x * s) * inflate + own,
+              1e-12 * b.statistical);
+  EXPECT_LT(b.statistical, b.rigorous);
+  EXPECT_GT(b.rigorous, gamma * s);  // never below the kernel's share alone
+  EXPECT_LT(own, 10 * u * (s + g));  // compensated: a few u, not (C + d)·u
+  const projection_bound off = projection_bound_of(s, x, g, cols, inner, parts, gamma, 0, lambda_v);
+  EXPECT_EQ(off.statistical, off.rigorous);
+}
+
+// The signs: a pure function of (seed, output, column), ±1, about half of each; another output
+// or seed draws others.
+TEST(verdict, projection_signs_are_counter_based) {
+  const par::run_case c = case_of(line_of("f64", "out_in", "uniform", 5));
+  const par::index_run all{0, 4000};
+  const std::vector<double> v = projection_signs(c, tensor::y, std::span(&all, 1));
+  ASSERT_EQ(v.size(), 4000u);
+  EXPECT_EQ(v, projection_signs(c, tensor::y, std::span(&all, 1)));
+  double sum = 0;
+  for (double x : v) {
+    EXPECT_TRUE(x == 1.0 || x == -1.0);
+    sum += x;
+  }
+  EXPECT_LT(std::abs(sum), 400.0);  // 6.3 standard deviations
+  EXPECT_NE(v, projection_signs(c, tensor::dw, std::span(&all, 1)));
+  // Columns 1000-1999 alone are the same signs as within all of them.
+  const par::index_run part{1000, 1000};
+  const std::vector<double> w = projection_signs(c, tensor::y, std::span(&part, 1));
+  EXPECT_TRUE(std::equal(w.begin(), w.end(), v.begin() + 1000));
+}
+
+// When auto picks the projection: above 2^33 multiply-adds, for what it can judge.
+TEST(verdict, auto_judges_by_projection_above_the_threshold_only) {
+  par::run_case c = case_of(line_of("f64", "out_in", "uniform", 1));
+  EXPECT_FALSE(judged_by_projection(c));
+  c.prob.M = c.prob.N = c.prob.K = 2048;  // 2^33: not above
+  EXPECT_FALSE(judged_by_projection(c));
+  c.prob.K = 2049;
+  EXPECT_TRUE(judged_by_projection(c));
+  c.check = par::check_method::reference;
+  EXPECT_FALSE(judged_by_projection(c));
+  c.prob.M = c.prob.N = c.prob.K = 3;
+  c.check = par::check_method::projection;
+  EXPECT_TRUE(judged_by_projection(c));
+  c.mode = value_mode::exact;
+  EXPECT_FALSE(judged_by_projection(c));
+  EXPECT_EQ(projection_declines(c), "exact mode");
+  c.mode = value_mode::uniform;
+  c.prob.type = dtype::bf16;
+  EXPECT_FALSE(judged_by_projection(c));
+  c.prob.type = dtype::f32;
+  c.prob.hidden = {4};
+  EXPECT_EQ(projection_declines(c), "a stack");
+}
+
+// The replay line carries check= when it is not auto; other values are refused.
+TEST(verdict, check_key_round_trips_on_the_replay_line) {
+  const std::string line = line_of("f64", "out_in", "uniform", 1);
+  EXPECT_EQ(par::run_case::parse(line).to_string().find("check="), std::string::npos);
+  const par::run_case c = par::run_case::parse(line + " check=projection");
+  EXPECT_EQ(c.check, par::check_method::projection);
+  EXPECT_NE(c.to_string().find(" check=projection"), std::string::npos);
+  EXPECT_EQ(par::run_case::parse(c.to_string()).check, par::check_method::projection);
+  EXPECT_EQ(par::run_case::parse(line + " check=auto").check, par::check_method::automatic);
+  EXPECT_THROW((void)par::run_case::parse(line + " check=sampled"), invalid_problem);
+}
+
+// A block equal to its reference (a correct computation with chain K) holds both bounds, on the
+// whole output and on a tiled block; one element moved by a small multiple of its magnitude
+// fails; a non-finite block is declined.
+TEST(verdict, projection_holds_a_correct_block_and_catches_a_wrong_one) {
+  int judged = 0, caught = 0, declined = 0;
+  for (const char* dtype : {"f32", "f64"})
+    for (const char* layout : {"out_in", "in_out"})
+      for (const char* mode : {"uniform", "wide", "cancel", "positive", "nonfinite"})
+        for (int seed = 1; seed <= 3; ++seed)
+          for (const tensor t : outputs) {
+            const par::run_case c = case_of(line_of(dtype, layout, mode, seed));
+            SCOPED_TRACE(c.to_string() + " output " + std::to_string(static_cast<int>(t)));
+            const std::vector<par::chain_lengths> chains{{c.prob.K, c.prob.N, c.prob.M, {}}};
+            const projection_tier pt = projection_tier_of(c, chains, true, true, true);
+            EXPECT_GT(pt.lambda, 0.0);
+            EXPECT_GT(pt.lambda_v, 0.0);
+            EXPECT_LE(pt.p_fail, 1.01e-9);
+            const tolerance tol = tolerance_of(c, chains, t, statistical_tier{pt.lambda, 0});
+            par::block whole = whole_block(c, t);
+            par::block tiled = whole;
+            tiled.row_runs = {{0, 2}, {whole.rows - 3, 2}};
+            tiled.rows = 4;
+            tiled.col_runs = {{1, 3}, {whole.cols - 2, 2}};
+            tiled.cols = 5;
+            for (const par::block& b : {whole, tiled}) {
+              const block_reference want = reference_of_block(c, t, b, {0, inner_of(c.prob, t)});
+              const projection_judgement ok = project_block(c, t, b, want.value, tol, pt);
+              if (ok.declined) {
+                ++declined;
+                continue;
+              }
+              ++judged;
+              EXPECT_FALSE(ok.failed) << ok.err << " " << ok.rigorous << " " << ok.stat_bound;
+              EXPECT_LE(ok.worst.rigorous, 1.0);
+              any_matrix bad = want.value;
+              // One element off by 4 times its row's rigorous projected bound (γ_{K+C+d} of the
+              // row's magnitudes summed): out of the element tier's bound, and of the projection's.
+              const auto nudge = [&](auto& m) {
+                const std::size_t e = m.data.size() / 2, cols = m.cols, row = e / cols;
+                double row_mag = 0;
+                for (std::size_t q = 0; q < cols; ++q) row_mag += want.mag[row * cols + q];
+                const std::int64_t n = inner_of(c.prob, t) + 2 * b.cols + 2;
+                const double off = 1e-3 + 4 * ref::gamma(n, c.prob.type) * row_mag;
+                using V = std::decay_t<decltype(m.data[0])>;
+                m.data[e] = static_cast<V>(static_cast<double>(m.data[e]) + off);
+              };
+              if (auto* f = std::get_if<matrix<float>>(&bad)) nudge(*f);
+              if (auto* d = std::get_if<matrix<double>>(&bad)) nudge(*d);
+              const projection_judgement j = project_block(c, t, b, bad, tol, pt);
+              EXPECT_TRUE(j.failed || j.declined);
+              caught += j.failed ? 1 : 0;
+              EXPECT_FALSE(j.failed && j.statistical && j.err > j.rigorous);
+              EXPECT_TRUE(!j.failed ||
+                          describe(j, tol, pt, "Y").find("[projection") != std::string::npos);
+            }
+          }
+  EXPECT_GE(judged, 2 * 2 * 4 * 3 * 3 * 2 - 12);
+  EXPECT_EQ(caught, judged);
+  EXPECT_GT(declined, 0);  // the nonfinite mode's blocks with a NaN or Inf
+}
+
+// The projection's statistical tier can fail alone: one row's error between its statistical and
+// rigorous bounds (f32, C = 2000 columns: the statistical bound is a tenth of the rigorous one).
+TEST(verdict, projection_statistical_bound_fails_alone) {
+  static const par::registry reg = par::builtin_strategies();
+  par::run_case c = par::run_case::parse(
+      "strategy=data_parallel p=1 M=6 N=2000 K=300 dtype=f32 layout=out_in mode=uniform seed=4 "
+      "backend=mpi");
+  par::complete_and_validate(*reg.find("data_parallel"), c);
+  const std::vector<par::chain_lengths> chains{{c.prob.K, c.prob.N, c.prob.M, {}}};
+  const projection_tier pt = projection_tier_of(c, chains, true, true, true);
+  const tolerance tol = tolerance_of(c, chains, tensor::y, statistical_tier{pt.lambda, 0});
+  const par::block b = whole_block(c, tensor::y);
+  const block_reference want = reference_of_block(c, tensor::y, b, {0, c.prob.K});
+  const projection_sums sums = projection_sums_of(c, tensor::y, b, {0, c.prob.K});
+  any_matrix got = want.value;
+  auto& m = std::get<matrix<float>>(got);
+  const std::size_t row = 3;
+  double ga = 0;
+  for (std::size_t j = 0; j < m.cols; ++j) ga += std::abs(static_cast<double>(m.row(row)[j]));
+  const projection_bound pb = projection_bound_of(
+      sums.sum[row], sums.max[row], ga, b.cols, c.prob.K, 1, ref::gamma(c.prob.K, dtype::f32),
+      ref::tier_gamma(c.prob.K, dtype::f32, pt.lambda), pt.lambda_v);
+  ASSERT_LT(4 * pb.statistical, pb.rigorous);
+  EXPECT_FALSE(judge_projection(c, tensor::y, b, got, sums, 1, tol, pt).failed);
+  // The geometric mean of the two bounds, on one element of the row.
+  float& e = m.row(row)[17];
+  e = static_cast<float>(static_cast<double>(e) + std::sqrt(pb.statistical * pb.rigorous));
+  const projection_judgement j = judge_projection(c, tensor::y, b, got, sums, 1, tol, pt);
+  EXPECT_TRUE(j.failed);
+  EXPECT_TRUE(j.statistical);
+  EXPECT_EQ(j.row, static_cast<std::int64_t>(row));
+  EXPECT_NE(describe(j, tol, pt, "Y").find("[projection, statistical]"), std::string::npos);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ namespace {
 struct selftest_options {
   prop::selftest_options opts;
   double timeout = prop::default_case_timeout;
+  std::string check = "auto";  // --check
 };
 
 int do_selftest(const catalogue& cat, const prop::selftest_options& o, double timeout,
@@ -55,9 +56,21 @@ runner::command selftest(CLI::App& app, const catalogue& cat, const std::string&
       ->capture_default_str()
       ->check(runner::unsigned_integer());
   selftest->add_option("--case-timeout", o->timeout, "Watchdog seconds")->capture_default_str();
+  selftest
+      ->add_option("--check", o->check,
+                   "How outputs are judged, as verify --check: auto, reference or projection")
+      ->capture_default_str();
 
-  return {selftest, [] { return true; },
-          [o, &cat, program] { return do_selftest(cat, o->opts, o->timeout, program); }};
+  return {
+      selftest, [] { return true; },
+      [o, &cat, program] {
+        try {
+          o->opts.check = par::parse_check_method(o->check);
+        } catch (const invalid_problem&) {
+          throw usage_error("--check '" + o->check + "': expected auto, reference or projection");
+        }
+        return do_selftest(cat, o->opts, o->timeout, program);
+      }};
 }
 
 }  // namespace shardcheck::commands

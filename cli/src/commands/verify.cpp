@@ -68,6 +68,17 @@ std::string error_rows(const prop::error_figures& e) {
   return out;
 }
 
+// Under a strategy's row, when blocks were judged by projection (verify --check): the worst share
+// of the projection's rigorous and statistical bounds used over every projected row, e.g.
+//   projection [0.0013 0.052]
+std::string projected_row(const double (&shares)[2]) {
+  std::string out;
+  if (shares[0] >= 0)
+    appendf(out, "  projection [%s %s]\n", share_text(shares[0]).c_str(),
+            share_text(shares[1]).c_str());
+  return out;
+}
+
 // Under a strategy's row, the cases drawn that the kernel declined (its preconditions), e.g.
 //   declined: 212 drawn cases, never run (e.g. p=3 is not a perfect square)
 std::string declined_line(std::int64_t declined, const std::string& example) {
@@ -93,6 +104,7 @@ std::string report_row(const prop::strategy_report& r, int width, unsigned mask,
                              : survived.c_str(),
           r.seconds, peak.c_str());
   out += error_rows(r.errors);
+  out += projected_row(r.projected);
   if (const unsigned shown = prop::shown_not_claimed(r.not_claimed, mask); shown != 0)
     appendf(out, "  not claimed (never judged): %s\n", prop::properties_to_string(shown).c_str());
   // What a kernel that claims no collectives really moved, as recorded.
@@ -188,6 +200,8 @@ std::string suite_table(const results::run_results& rr) {
     r.seconds = res.seconds;
     r.worst_error = res.worst_error;
     r.errors = res.errors;
+    r.projected[0] = res.projected[0];
+    r.projected[1] = res.projected[1];
     r.peak_bytes = res.peak_bytes;
     r.recorded_sent = res.recorded_sent;
     r.bound_bytes = res.bound_bytes;
@@ -218,6 +232,7 @@ struct verify_options {
   double case_timeout = prop::default_case_timeout;
   bool quiet = false;
   std::string backend;                // empty: drawn per case
+  std::string check = "auto";         // how outputs are judged: auto, reference, projection
   int p = 0;                          // 0: drawn per case
   std::vector<std::string> params;    // name=value, pinned
   std::string m_pin, n_pin, k_pin;    // --M, --N, --K: V or LO..HI; empty: drawn
@@ -369,6 +384,7 @@ std::optional<results::failure_record> print_case_verdict(const par::run_case& c
                 v.worst_error, human_bytes(v.peak_bytes).c_str(),
                 human_bytes(v.bound_bytes).c_str());
     std::fputs(error_rows(v.errors).c_str(), stdout);
+    std::fputs(projected_row(v.projected).c_str(), stdout);
     if (const unsigned shown = prop::shown_not_claimed(v.not_claimed, mask); shown != 0)
       std::printf("not claimed (never judged): %s\n", prop::properties_to_string(shown).c_str());
     if ((v.not_claimed & static_cast<unsigned>(prop::property::ledger)) != 0)
@@ -626,9 +642,13 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
               const prop::suite_options& so, const std::string& program, const verify_options& o,
               replay_plan corpus_plan, baseline::book* book) {
   using clock = std::chrono::steady_clock;
-  std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s\n",
+  // The check method, when not auto.
+  const std::string check = so.pins.check == par::check_method::automatic
+                                ? std::string()
+                                : ", check " + std::string(par::to_string(so.pins.check));
+  std::printf("shardcheck verify: %d ranks, %d cases per strategy, seed %llu, properties %s%s\n",
               d.ranks(), so.cases, static_cast<unsigned long long>(so.seed),
-              prop::properties_to_string(so.mask).c_str());
+              prop::properties_to_string(so.mask).c_str(), check.c_str());
   warn_if_unmeasured(so.mask);
   int status = 0;
   bool written = true;
@@ -660,6 +680,7 @@ int run_suite(prop::driver& d, const catalogue& cat, const chosen_list& chosen,
     res.seconds += r.seconds;
     res.worst_error = std::max(res.worst_error, r.worst_error);
     res.errors.merge(r.errors);
+    for (int k = 0; k < 2; ++k) res.projected[k] = std::max(res.projected[k], r.projected[k]);
     res.recorded_sent = std::max(res.recorded_sent, r.recorded_sent);
     res.mpi_peak_bytes = std::max(res.mpi_peak_bytes, r.mpi_peak_bytes);
     if (r.worst_memory >= res.worst_memory) {
@@ -757,6 +778,11 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   const unsigned mask = prop::parse_properties(o.properties);
   std::optional<par::backend_spec> forced;
   if (!o.backend.empty()) forced = par::parse_backend_spec(o.backend);
+  try {
+    (void)par::parse_check_method(o.check);
+  } catch (const invalid_problem&) {
+    throw usage_error("--check '" + o.check + "': expected auto, reference or projection");
+  }
   const auto chosen = chosen_strategies(cat, o, forced.has_value());
   par::comm world = par::comm::world();
   const std::int64_t limit = o.memory_limit_text.empty()
@@ -868,6 +894,7 @@ int lead_verify(prop::driver& d, const catalogue& cat, const chosen_list& chosen
     so.progress = !o.quiet;
     so.pins = shape_pins(o);
     so.pins.backend = forced;
+    so.pins.check = par::parse_check_method(o.check);
     if (o.p > 0) so.pins.p = o.p;
     so.pins.params = pinned;
     so.memory_limit = limit;
@@ -965,9 +992,18 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
                                          "Run every case's collectives on this backend: mpi or "
                                          "native, native:all_reduce=tree for the tree all-reduce "
                                          "(default: drawn per case)");
+  auto* check_opt =
+      verify
+          ->add_option("--check", o->check,
+                       "How every case's outputs are judged: reference (element by element, "
+                       "O(M·N·K)), projection (a random ±1 projection of each block, O(n²)), or "
+                       "auto: projection when a case's M·N·K is above 2^33 (a replay line carries "
+                       "check= when not auto)")
+          ->capture_default_str();
   // A replay line is the whole case: what would change it, or pick cases, is refused beside it
   // rather than ignored. A replay file's lines pick their kernels from --strategy.
-  for (CLI::Option* o : {cases_opt, seed_opt, p_opt, param_opt, backend_opt, m_opt, n_opt, k_opt}) {
+  for (CLI::Option* o :
+       {cases_opt, seed_opt, p_opt, param_opt, backend_opt, check_opt, m_opt, n_opt, k_opt}) {
     replay_opt->excludes(o);
     replay_file_opt->excludes(o);
   }

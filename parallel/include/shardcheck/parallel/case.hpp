@@ -10,7 +10,8 @@
 // stack: `strategy=… M=8 N=3 K=5 H=6 act=relu …`); `acc=` and `reduce=` the precision policy of
 // a case stored in bf16 or f16 (`dtype=bf16 acc=f32 reduce=bf16`: sums formed in f32, partial sums
 // rounded to bf16 and added in bf16 across ranks; both default to f32); any other key is a
-// parameter of the strategy.
+// parameter of the strategy. `check=` (reference or projection; absent: auto) says how its outputs
+// are judged (properties/verdict.hpp check_method_of).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -22,6 +23,14 @@
 
 namespace shardcheck::par {
 
+// How a case's outputs are judged: element by element against a reference block (O(M·N·K)),
+// by a random projection of each block (O(n²) per block), or `automatic`: the projection above
+// a size (verdict.hpp). Printed and parsed as auto, reference, projection.
+enum class check_method { automatic, reference, projection };
+[[nodiscard]] std::string_view to_string(check_method m);
+// Throws invalid_problem naming the accepted values.
+[[nodiscard]] check_method parse_check_method(std::string_view s);
+
 struct run_case {
   std::string strategy;
   int p = 1;
@@ -30,6 +39,7 @@ struct run_case {
   precision policy{};  // read only when prob.type is bf16 or f16
   std::uint64_t seed = 0;
   par::backend_spec backend;  // converts to par::backend; carries the native algorithm choices
+  check_method check = check_method::automatic;  // printed as check= when not automatic
   std::map<std::string, partition> parts;
   std::map<std::string, std::int64_t> params;
 

@@ -55,7 +55,8 @@ struct case_verdict {
   unsigned not_claimed = 0;  // properties no rank could judge for want of a claim
   std::string message;       // from the lowest failing rank
   double worst_error = 0, worst_memory = 0;
-  error_figures errors;  // the largest of every rank's (harness.hpp)
+  error_figures errors;            // the largest of every rank's (harness.hpp)
+  double projected[2] = {-1, -1};  // the largest of every rank's (harness.hpp verdict)
   std::int64_t peak_bytes = 0, bound_bytes = 0;
   unsigned not_measured = 0;  // properties some rank could not measure (memory without the hook)
   std::int64_t recorded_sent = 0;   // the most bytes one rank sent, as recorded (verdict)
@@ -89,6 +90,7 @@ struct strategy_report {
   int reruns = 0, reproduced = 0;
   double worst_error = 0, worst_memory = 0;
   error_figures errors;                          // over every case run
+  double projected[2] = {-1, -1};                // the same for blocks judged by projection
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the case with the worst memory ratio
   std::int64_t recorded_sent = 0;                // the most one rank sent in one case
   // Cases drawn that the kernel declined (its preconditions) while `cases` ran, and the reason of

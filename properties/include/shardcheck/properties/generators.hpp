@@ -38,7 +38,8 @@ struct dim_range {
 // a mesh's factors, dp=2 tp=2 on 8 ranks: pp = 2), dimensions (a case the rest drawn cannot take
 // there, e.g. exact mode that would round, is drawn again as a declined one).
 struct case_pins {
-  std::optional<par::backend_spec> backend;  // with its algorithm choices
+  std::optional<par::backend_spec> backend;                // with its algorithm choices
+  par::check_method check = par::check_method::automatic;  // every case's (verify --check)
   std::optional<int> p;
   std::map<std::string, std::int64_t> params;
   // M, N, K: with any pinned, no dimension is drawn large beside the others.

@@ -89,7 +89,10 @@ struct verdict {
   std::string message;       // the first failure, fully described
   double worst_error = 0;    // max |got − expected| / (u·mag) over this rank's finite outputs
   error_figures errors;      // the same per dtype, tensor and mode, with each tier's share
-  double worst_memory = 0;   // max measured / bound over phases
+  // Blocks judged by projection (verdict.hpp project_block): the worst share of its rigorous and
+  // statistical bounds used over their projected rows; −1: none projected (or that tier off).
+  double projected[2] = {-1, -1};
+  double worst_memory = 0;                       // max measured / bound over phases
   std::int64_t peak_bytes = 0, bound_bytes = 0;  // of the phase with the worst ratio
   // What MPI itself allocated inside the kernel's MPI calls (the peak of its live bytes over
   // forward and backward): counted apart, never in peak_bytes (memory.hpp's mpi_heap).

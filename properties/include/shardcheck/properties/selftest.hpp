@@ -28,7 +28,8 @@ struct selftest_options {
   int cases = 100;  // per cell, at most
   std::uint64_t seed = 1;
   std::FILE* out = stdout;
-  bool progress = false;  // a line on stderr per cell
+  bool progress = false;                                   // a line on stderr per cell
+  par::check_method check = par::check_method::automatic;  // every case's (verify --check)
 };
 
 // Leader only (the followers serve() meanwhile; the caller stops them afterwards). `program`

@@ -311,6 +311,120 @@ template <class T>
 [[nodiscard]] std::string describe(const judgement& j, const tolerance& tol,
                                    const std::string& where);
 
+// --- the projection tier ------------------------------------------------------------------------
+
+// A second way to judge a single f32 / f64 layer's output block B (rows R, columns C, inner
+// dimension d, from the panels A_R, W_C the reference would use), in O(|R|·d + |C|·d) work and
+// memory instead of the reference's O(|R|·|C|·d): with v ∈ {±1}^C independent Rademacher signs
+// drawn from the case's seed and the output (projection_signs: every rank and replay draws the
+// same), each row i compares g_i = (B̂·v)_i, the kernel's block projected in double, with
+// r_i = (A_R·(W_Cᵀ·v))_i in double. For a correct kernel, e_ij = B̂_ij − B_ij is within the element
+// tier's bound b_ij = γ·mag_ij (mag = |A|·|W|ᵀ, γ the kernel's chain's γ_k_par: r is the exact
+// product up to its own rounding, bounded below, so no γ_k_ref), and
+//   rigorous:     |Σ_j v_j e_ij| ≤ Σ_j b_ij = γ_kpar·(|A_R|·(|W_C|ᵀ·1))_i = γ_kpar·S_i;
+//   statistical:  v is independent of the errors, so (Hoeffding) P(|Σ_j v_j e_ij| > t) ≤
+//                 2·exp(−t²/(2·Σ_j e_ij²)), and Σ_j e_ij² ≤ γ̃²·max_j mag_ij·S_i ≤ γ̃²·X_i·S_i with
+//                 X_i = (|A_R|·max_j|W_C|)_i ≥ max_j mag_ij: t = λ_v·γ̃_kpar(λ)·√(X_i·S_i).
+// To both is added the rounding of the check itself, in double (u = 2⁻⁵³) with compensated sums
+// (Ogita, Rump & Oishi's Sum2 and Dot2, error-free transformations): W_Cᵀ·v as pairs hi + lo, r_i
+// by Dot2 over the 2d terms a_ik·hi_k, a_ik·lo_k and rounded once, within
+// (2u + 2γ_q + 2γ_{2d+1}² + γ_C²)·S_i (q the parts it is summed from: the holders of a replicated
+// block split d among them, their parts added in double), and g_i by Sum2, within
+// (2u + γ_C²)·Σ_j|B̂_ij| — about (q + 2)·u·S_i, against the (C + d)·u·S_i of plain sums, which
+// would outweigh the statistical bound in f64. S_i, X_i and Σ_j|B̂_ij|, sums of nonnegative terms
+// in double, are inflated by 1/(1 − γ_{C+d+q+2}). The statistical tier keeps the element tier's
+// false-alarm budget per case, ref::statistical_p_fail, split in halves: λ for the element bounds'
+// rounding events (statistical_events) at p/2, λ_v over every projected row of the case (p ranks ×
+// the rows of each judged output, each rank's block at most all of them) at p/2.
+//
+// Inputs of one magnitude (|a|, |w| ≈ m) give S_i ≈ C·d·m², X_i ≈ d·m²: the statistical bound is
+// then λ_v·(γ̃/γ)/√C of the rigorous one (C = 4096, λ_v ≈ 8: 0.13·γ̃/γ). It rests on the
+// elements' bounds, not on their errors' size: a correct kernel uses ~1e-3 of it or less, where
+// the element tier's statistical share is ~0.05, so a defect just above the element tier's
+// statistical bound can pass it.
+//
+// What it declines (the element tier judges instead): a stack (L > 1), a bf16 / f16 case (its
+// windows are around the rounded reference, not additive bounds), exact mode (bitwise), and a
+// block whose output or panels hold a NaN or Inf (projection_judgement::declined: that block alone
+// goes to the element tier, with its non-finite rule).
+
+// The size above which check=auto judges by projection: 2^33 multiply-adds per output (M·N·K for
+// each of Y, dX, dW), beyond 2048³. The element tier's reference costs the kernel's own work
+// again, plus its magnitudes where a block differs (verify at 2048³ = 2^33 on data_parallel,
+// p = 2: 4.3× the kernel's step in f64), and grows as n³: at 4096³ its check took 4.1 s of a
+// rank's time against the projection's 0.65 s. Below it, the element tier's per-element verdict,
+// its diagnosis of the error's shape and its bitwise settling cost seconds at most and say more.
+inline constexpr double projection_threshold = 0x1p33;
+
+// Why case c cannot be judged by projection ("a stack", "bf16 storage", "exact mode"), or "".
+[[nodiscard]] std::string projection_declines(const par::run_case& c);
+// Whether c's outputs are judged by projection: check=projection, or auto with M·N·K above
+// projection_threshold — and projection_declines(c) empty (else the element tier judges).
+[[nodiscard]] bool judged_by_projection(const par::run_case& c);
+
+// The projection tier of a case: λ for the element bounds' rounding events and λ_v for its
+// projected rows, each at half of ref::statistical_p_fail, and the false-alarm probability they
+// make together. λ = 0: the statistical tier is off (exact mode, no chains).
+struct projection_tier {
+  double lambda = 0, lambda_v = 0, p_fail = 0, rows = 0;
+};
+[[nodiscard]] projection_tier projection_tier_of(const par::run_case& c,
+                                                 std::span<const par::chain_lengths> chains,
+                                                 bool forward, bool backward, bool claimed);
+
+// The signs v_j (±1) of output t's global columns `cols`, a pure function of (seed, output,
+// column): counter_hash on a stream no input uses.
+[[nodiscard]] std::vector<double> projection_signs(const par::run_case& c, par::tensor t,
+                                                   std::span<const par::index_run> cols);
+
+// Both bounds of one projected row from its sums (computed in double): S = Σ_j mag_ij,
+// X ≥ max_j mag_ij, G = Σ_j |B̂_ij|, for C columns, inner dimension d in q parts, γ_kpar and
+// γ̃_kpar(λ) (0: tier off, the statistical bound is then the rigorous one) and λ_v.
+struct projection_bound {
+  double rigorous = 0, statistical = 0;
+};
+[[nodiscard]] projection_bound projection_bound_of(double sum_mag, double max_mag, double sum_got,
+                                                   std::int64_t cols, std::int64_t inner, int parts,
+                                                   double gamma, double gamma_tilde,
+                                                   double lambda_v);
+
+// One block judged by projection: its worst projected row (local index; the one with the largest
+// share of the rigorous bound, or, when only the statistical bound is exceeded, of that one), its
+// error |g − r| and both bounds there, and the worst shares of each bound over its rows.
+struct projection_judgement {
+  bool declined = false;  // a NaN or Inf in the block or its panels: the element tier judges it
+  bool failed = false, statistical = false;  // failed the statistical bound only
+  std::int64_t row = -1;
+  double err = 0, rigorous = 0, stat_bound = 0, got = 0, expected = 0;
+  error_cell worst;  // err_u_mag stays −1: a projection has no per-element magnitude
+  std::int64_t flops = 0, panel_bytes = 0;
+};
+// The reference side of block b's projection over the inner indices `inner` (all of them, or a
+// part: the parts' r, S and X add up to the whole's): per row r_i, S_i and X_i, and whether every
+// panel value was finite (else the block is declined).
+struct projection_sums {
+  std::vector<double> r, sum, max;
+  bool finite = true;
+  std::int64_t flops = 0, panel_bytes = 0;
+};
+[[nodiscard]] projection_sums projection_sums_of(const par::run_case& c, par::tensor t,
+                                                 const par::block& b, par::index_run inner);
+// Judges got (block b of output t) against `sums` over the whole inner dimension, made of `parts`
+// parts summed in any order (their sum's roundings join r's chain).
+[[nodiscard]] projection_judgement judge_projection(const par::run_case& c, par::tensor t,
+                                                    const par::block& b, const par::any_matrix& got,
+                                                    const projection_sums& sums, int parts,
+                                                    const tolerance& tol,
+                                                    const projection_tier& pt);
+// The same with the sums over the whole inner dimension, computed here.
+[[nodiscard]] projection_judgement project_block(const par::run_case& c, par::tensor t,
+                                                 const par::block& b, const par::any_matrix& got,
+                                                 const tolerance& tol, const projection_tier& pt);
+// "<block_where>, projected on signs v over the block's columns: (got·v)_i = …, (A·(Wᵀ·v))_i = …,
+// error e = q·rigorous bound b (k_par=…), q'·statistical bound b' (λ=…, λ_v=…, …) [projection]".
+[[nodiscard]] std::string describe(const projection_judgement& j, const tolerance& tol,
+                                   const projection_tier& pt, const std::string& block_where);
+
 // --- the shape of the error (on failure only) ---------------------------------------------------
 
 // What a failing block's difference between the kernel's output C and the reference R looks like,
