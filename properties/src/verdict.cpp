@@ -389,23 +389,16 @@ any_matrix reference_values_of_block(const par::run_case& c, tensor t, const blo
 staged_reference::staged_reference(const par::run_case& c, tensor t, const block& b,
                                    par::index_run inner)
     : c_(c), t_(t), b_(b), inner_(inner) {
+  const auto from = [&]<class S>() {
+    std::pair<matrix<S>, matrix<S>> keep;
+    e_ = expect<S>(c, t, b, inner, false, &keep);
+    a_ = std::move(keep.first);
+    w_ = std::move(keep.second);
+    panels_held_ = true;
+  };
   switch (c.prob.type) {
-    case dtype::f32: {
-      std::pair<matrix<float>, matrix<float>> keep;
-      e_ = expect<float>(c, t, b, inner, false, &keep);
-      a_ = std::move(keep.first);
-      w_ = std::move(keep.second);
-      panels_held_ = true;
-      return;
-    }
-    case dtype::f64: {
-      std::pair<matrix<double>, matrix<double>> keep;
-      e_ = expect<double>(c, t, b, inner, false, &keep);
-      a_ = std::move(keep.first);
-      w_ = std::move(keep.second);
-      panels_held_ = true;
-      return;
-    }
+    case dtype::f32: from.template operator()<float>(); return;
+    case dtype::f64: from.template operator()<double>(); return;
     case dtype::bf16:
     case dtype::f16: break;
   }
