@@ -518,7 +518,7 @@ struct expected_outputs {
 // tiers (what verify judges the same stack by). `claimed`: the strategy claims its chains.
 expected_outputs expect_stack(const par::run_case& c, const std::vector<par::chain_lengths>& chains,
                               bool claimed) {
-  const double lambda = prop::tier_of(c, chains, true, true, claimed).lambda;
+  const double lambda = prop::tier_of(c, chains, true, true, claimed, false).lambda;
   expected_outputs e;
   if (is_storage16(c.prob.type)) {
     e.stack32 = prop::mixed_stack_reference(c, chains, lambda);
@@ -548,7 +548,8 @@ void audit_blocks(const par::case_plan& plan, const par::run_case& c, const par:
                   const std::vector<any_matrix>& got, const expected_outputs& e, error_audit& a) {
   const std::vector<par::chain_lengths> chains =
       cl.chains ? *cl.chains : std::vector<par::chain_lengths>(c.prob.layers());
-  const prop::statistical_tier tier = prop::tier_of(c, chains, true, true, cl.chains.has_value());
+  const prop::statistical_tier tier =
+      prop::tier_of(c, chains, true, true, cl.chains.has_value(), prop::placed_partial(plan));
   for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
     const tensor_slot t = plan.outputs[i];
     const par::block& b = plan[t].region;

@@ -632,9 +632,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
   const std::vector<par::chain_lengths> chains =
       ran ? chains_or_zero(*cl, c) : std::vector<par::chain_lengths>();
   // The statistical tier: λ from the case's rounding events (verdict.hpp tier_of).
-  const statistical_tier tier = ran ? tier_of(c, chains, run.on(property::forward),
-                                              run.on(property::backward), cl->chains.has_value())
-                                    : statistical_tier{};
+  const statistical_tier tier =
+      ran ? tier_of(c, chains, run.on(property::forward), run.on(property::backward),
+                    cl->chains.has_value(), plan != nullptr && placed_partial(*plan))
+          : statistical_tier{};
   // The projection tier (verdict.hpp): the same answer on every rank, a function of the case.
   const bool projected = judged_by_projection(c);
   const projection_tier ptier =
@@ -971,15 +972,22 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
             }
             st->drop_panels();
             if (all_ok("a replica's share of the magnitudes failed")) {
-              if (by_rows) {
-                own.mag.assign(rows * cols, 0.0);
-                gather_rows(mine_ref.mag.data(), own.mag.data(), rows, cols, group);
-              } else if (group != MPI_COMM_NULL && !sh.tiles) {
-                sum_across(mine_ref.mag.data(), mine_ref.mag.size(), group);
-              } else if (group != MPI_COMM_NULL) {
-                own.mag.assign(rows * cols, 0.0);
-                sum_scattered(mine_ref.mag.data(), own.mag.data(), sh.counts, group);
-              }
+              // The magnitudes, and the squares beside them where the data-aware bound applies
+              // (the same on every rank of the group: a function of the case).
+              const auto combine = [&](std::vector<double>& mine_v, std::vector<double>& own_v) {
+                if (mine_v.empty()) return;
+                if (by_rows) {
+                  own_v.assign(rows * cols, 0.0);
+                  gather_rows(mine_v.data(), own_v.data(), rows, cols, group);
+                } else if (group != MPI_COMM_NULL && !sh.tiles) {
+                  sum_across(mine_v.data(), mine_v.size(), group);
+                } else if (group != MPI_COMM_NULL) {
+                  own_v.assign(rows * cols, 0.0);
+                  sum_scattered(mine_v.data(), own_v.data(), sh.counts, group);
+                }
+              };
+              combine(mine_ref.mag, own.mag);
+              combine(mine_ref.sq, own.sq);
             }
           }
           st->drop_panels();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
@@ -196,8 +197,21 @@ mixed_windows mixed_windows_of(const par::run_case& c, std::span<const par::chai
   return w;
 }
 
+bool data_aware_applies(const par::run_case& c, bool partial_inputs) {
+  return !partial_inputs && !is_storage16(c.prob.type) && c.prob.layers() == 1 &&
+         ref::signs_symmetric(c.mode);
+}
+
+bool placed_partial(const par::case_plan& plan) {
+  return std::any_of(plan.tensors.begin(), plan.tensors.end(), [](const par::tensor_plan& t) {
+    return std::any_of(t.where.begin(), t.where.end(), [](const par::placement& pl) {
+      return pl.what == par::placement::kind::partial;
+    });
+  });
+}
+
 statistical_tier tier_of(const par::run_case& c, std::span<const par::chain_lengths> chains,
-                         bool forward, bool backward, bool claimed) {
+                         bool forward, bool backward, bool claimed, bool partial_inputs) {
   if (c.mode == value_mode::exact || !claimed || chains.empty()) return {};
   if (is_storage16(c.prob.type)) {
     if (c.prob.layers() > 1) return mixed_stack_tier(c, chains, forward, backward);
@@ -207,8 +221,34 @@ statistical_tier tier_of(const par::run_case& c, std::span<const par::chain_leng
   const double events = statistical_events(c, chains, forward, backward);
   const double u = ref::unit_roundoff(c.prob.type);
   statistical_tier st;
-  st.lambda = ref::lambda_for(events, ref::statistical_p_fail, u);
-  st.p_fail = ref::false_alarm(events, st.lambda, u);
+  if (!data_aware_applies(c, partial_inputs)) {
+    st.lambda = ref::lambda_for(events, ref::statistical_p_fail, u);
+    st.p_fail = ref::false_alarm(events, st.lambda, u);
+    return st;
+  }
+  // The data-aware bound beside it (bound.hpp data_aware_bound): one Azuma event per judged
+  // element and computation (the kernel's, the reference's); one Hoeffding event per node of each
+  // tree with two or more terms — the sets of terms below a tree's nodes are laminar, so at most
+  // inner − 1 of them, however the tree pads or nests. Half the probability to the magnitude
+  // bound, a quarter to each of these.
+  const problem& p = c.prob;
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  double elements = 0, nodes = 0;
+  const auto add = [&](double n, std::int64_t inner) {
+    elements += 2 * n;
+    nodes += 2 * n * d(std::max<std::int64_t>(inner - 1, 1));
+  };
+  if (forward) add(d(p.M) * d(p.N), p.K);
+  if (backward) {
+    add(d(p.M) * d(p.K), p.N);
+    add(d(p.N) * d(p.K), p.M);
+  }
+  const double pf = ref::statistical_p_fail;
+  st.lambda = ref::lambda_for(events, pf / 2, u);
+  st.lambda_a = ref::lambda_for(elements, pf / 4, 0);
+  st.lambda_d = ref::lambda_for(nodes, pf / 4, 0);
+  st.p_fail = ref::false_alarm(events, st.lambda, u) + ref::false_alarm(elements, st.lambda_a, 0) +
+              ref::false_alarm(nodes, st.lambda_d, 0);
   return st;
 }
 
@@ -284,10 +324,11 @@ std::pair<matrix<S>, matrix<S>> panels_of(const par::run_case& c, tensor t, cons
           gen(tensor::x, in, out_in ? b_cols : b_rows)};
 }
 
-// Block b's values (to `out`) or its magnitude products |A||B|ᵀ (to `mag`) from its panels.
+// Block b's values (to `out`) or the magnitude products of its panels (to `mag`): |A||B|ᵀ, or
+// with `squares` (A∘A)(B∘B)ᵀ.
 template <class S>
-void product_of(const par::run_case& c, tensor t, const block& b, par::index_run inner,
-                const matrix<S>& a, const matrix<S>& w, S* out, double* mag) {
+void products_of(const par::run_case& c, tensor t, const block& b, par::index_run inner,
+                 const matrix<S>& a, const matrix<S>& w, S* out, double* mag, bool squares) {
   const auto& p = c.prob;
   const bool out_in = p.layout == weight_layout::out_in;
   const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
@@ -296,19 +337,50 @@ void product_of(const par::run_case& c, tensor t, const block& b, par::index_run
     if (out != nullptr)
       ref::linear_forward<S>(p.layout, rows, cols, in, a.data.data(), w.data.data(), out);
     if (mag != nullptr)
-      ref::magnitude_forward<S>(p.layout, rows, cols, in, a.data.data(), w.data.data(), mag);
+      ref::magnitude_forward<S>(p.layout, rows, cols, in, a.data.data(), w.data.data(), mag,
+                                squares);
   } else if (t == tensor::dx) {
     if (out != nullptr)
       ref::linear_backward_dx<S>(p.layout, rows, in, cols, a.data.data(), w.data.data(), out);
     if (mag != nullptr)
-      ref::magnitude_backward_dx<S>(p.layout, rows, in, cols, a.data.data(), w.data.data(), mag);
+      ref::magnitude_backward_dx<S>(p.layout, rows, in, cols, a.data.data(), w.data.data(), mag,
+                                    squares);
   } else {
     const auto n_out = out_in ? rows : cols, k_in = out_in ? cols : rows;
     if (out != nullptr)
       ref::linear_backward_dw<S>(p.layout, in, n_out, k_in, a.data.data(), w.data.data(), out);
     if (mag != nullptr)
-      ref::magnitude_backward_dw<S>(p.layout, in, n_out, k_in, a.data.data(), w.data.data(), mag);
+      ref::magnitude_backward_dw<S>(p.layout, in, n_out, k_in, a.data.data(), w.data.data(), mag,
+                                    squares);
   }
+}
+
+// Block b's values (to `out`), its magnitude products |A||B|ᵀ (to `mag`) and, when given, the
+// data-aware bound's (A∘A)(B∘B)ᵀ (to `sq`), +∞ where a term's factors both have a fixed sign.
+template <class S>
+void product_of(const par::run_case& c, tensor t, const block& b, par::index_run inner,
+                const matrix<S>& a, const matrix<S>& w, S* out, double* mag, double* sq = nullptr) {
+  products_of<S>(c, t, b, inner, a, w, out, mag, false);
+  if (sq == nullptr) return;
+  products_of<S>(c, t, b, inner, a, w, nullptr, sq, true);
+  const auto fixed = [&](const matrix<S>& m) {
+    matrix<S> f(m.rows, m.cols);
+    bool any = false;
+    for (std::size_t i = 0; i < m.data.size(); ++i)
+      if (ref::fixed_sign(c.mode, m.data[i])) {
+        f.data[i] = S(1);
+        any = true;
+      }
+    return std::pair{std::move(f), any};
+  };
+  auto [fa, in_a] = fixed(a);
+  if (!in_a) return;
+  auto [fw, in_w] = fixed(w);
+  if (!in_w) return;  // rare (uniform's −1 in both panels): count the terms with two of them
+  std::vector<double> both(static_cast<std::size_t>(b.rows) * static_cast<std::size_t>(b.cols));
+  products_of<S>(c, t, b, inner, fa, fw, nullptr, both.data(), false);
+  for (std::size_t i = 0; i < both.size(); ++i)
+    if (both[i] > 0) sq[i] = std::numeric_limits<double>::infinity();
 }
 
 // The reference for block b of output t in S: its values, and with `magnitudes` its magnitude
@@ -323,17 +395,22 @@ block_reference expect_from(const par::run_case& c, tensor t, const block& b, pa
   block_reference e;
   e.value = par::make_matrix<S>(rows, cols);
   e.k_ref = inner_of(p, t);
+  const bool squares = magnitudes && data_aware_applies(c, false);
   if (magnitudes) e.mag.assign(rows * cols, 0.0);
-  // value and magnitude: 2 flops per multiply-add each; the panels: (rows + cols) × inner.
-  e.flops = checked_mul(checked_mul((magnitudes ? 4 : 2) * b.rows, b.cols, "check flops"),
-                        inner.length, "check flops");
+  if (squares) e.sq.assign(rows * cols, 0.0);
+  // value, magnitude and squares: 2 flops per multiply-add each; the panels: (rows + cols) ×
+  // inner.
+  e.flops = checked_mul(
+      checked_mul((2 + (magnitudes ? 2 : 0) + (squares ? 2 : 0)) * b.rows, b.cols, "check flops"),
+      inner.length, "check flops");
   e.panel_bytes =
       checked_mul(checked_add(b.rows, b.cols, "check bytes"), inner.length, "check bytes") *
       static_cast<std::int64_t>(sizeof(S));
   if (inner.length == 0) return e;  // no inner index here: a zero part
   std::pair<matrix<S>, matrix<S>> panels = panels_of<S>(c, t, b, inner, gen);
   product_of<S>(c, t, b, inner, panels.first, panels.second,
-                std::get<matrix<S>>(e.value).data.data(), magnitudes ? e.mag.data() : nullptr);
+                std::get<matrix<S>>(e.value).data.data(), magnitudes ? e.mag.data() : nullptr,
+                squares ? e.sq.data() : nullptr);
   if (keep != nullptr) *keep = std::move(panels);
   return e;
 }
@@ -408,9 +485,11 @@ staged_reference::staged_reference(const par::run_case& c, tensor t, const block
 void staged_reference::add_magnitudes() {
   if (has_magnitudes_) return;
   const auto rows = static_cast<std::size_t>(b_.rows), cols = static_cast<std::size_t>(b_.cols);
+  const bool squares = data_aware_applies(c_, false);
   e_.mag.assign(rows * cols, 0.0);
-  e_.flops +=
-      checked_mul(checked_mul(2 * b_.rows, b_.cols, "check flops"), inner_.length, "check flops");
+  if (squares) e_.sq.assign(rows * cols, 0.0);
+  e_.flops += checked_mul(checked_mul((squares ? 4 : 2) * b_.rows, b_.cols, "check flops"),
+                          inner_.length, "check flops");
   has_magnitudes_ = true;
   if (inner_.length == 0) return;
   const auto from = [&]<class S>() {
@@ -423,7 +502,7 @@ void staged_reference::add_magnitudes() {
       panels_held_ = true;
     }
     product_of<S>(c_, t_, b_, inner_, std::get<matrix<S>>(a_), std::get<matrix<S>>(w_), nullptr,
-                  e_.mag.data());
+                  e_.mag.data(), squares ? e_.sq.data() : nullptr);
   };
   if (c_.prob.type == dtype::f32)
     from.template operator()<float>();
@@ -471,6 +550,7 @@ block_reference slice_of(const par::run_case& c, tensor_slot t, const block& b,
   e.k_ref = whole.k_ref;
   e.mag = pick(whole.mag);
   e.stat_bound = pick(whole.stat_bound);
+  e.sq = pick(whole.sq);
   e.stack_mag = pick(whole.stack_mag);
   std::visit(
       [&](const auto& m) {
@@ -825,7 +905,7 @@ judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols, 
   const std::size_t n = rows * cols;
   if (n == 0) return j;
   const double u = ref::unit_roundoff(tol.type);
-  const bool stat_on = tol.per_element ? stat_bound != nullptr : tol.tier.lambda > 0;
+  const bool stat_on = stat_bound != nullptr || (!tol.per_element && tol.tier.lambda > 0);
   const double* stat_mag = stat_bound != nullptr ? stat_bound : mag;
   // ref::element_bound's inflation for mag's own rounding (1 for a stack's bounds: k_mag 0), as
   // a bound per unit of mag, once per block.
@@ -869,7 +949,9 @@ judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols, 
     } else {
       w.rigorous = std::max(w.rigorous, share(err, bound_of(rig_per_mag, mag[i])));
       if (stat_on)
-        w.statistical = std::max(w.statistical, share(err, bound_of(stat_per_mag, stat_mag[i])));
+        w.statistical = std::max(w.statistical, share(err, stat_bound != nullptr
+                                                               ? stat_bound[i]
+                                                               : bound_of(stat_per_mag, mag[i])));
     }
   }
   if constexpr (is_16bit_v<T>) {
@@ -890,7 +972,7 @@ judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols, 
     opt.k_ref = tol.k_ref;
     opt.k_mag = tol.k_mag;
     opt.lambda = tol.per_element ? 0 : tol.tier.lambda;
-    opt.stat_bound = tol.per_element ? stat_bound : nullptr;
+    opt.stat_bound = stat_bound;
     j.first = ref::compare_block<T>(rows, cols, got, cols, want, cols, mag, cols, opt);
     j.statistical = j.first && j.first->reason == "statistical";
     if (j.first) j.reference = j.first->expected;
@@ -963,6 +1045,29 @@ judgement settled_judgement(const tolerance& tol, const any_matrix& got) {
 
 }  // namespace
 
+std::vector<double> data_aware_bounds(const tolerance& tol, const block_reference& want) {
+  std::vector<double> out;
+  if (!tol.tier.data_aware() || want.sq.empty() || tol.per_element || tol.window || tol.bitwise)
+    return out;
+  const auto g64 = [](std::int64_t k) { return ref::gamma(k, dtype::f64); };
+  // mag and sq were summed in double over k_mag terms (ref::element_bound's inflation); each
+  // square term also rounds at its two squares and their product. The bound's own arithmetic:
+  // at most 16 roundings in double, relative.
+  const double in_mag = 1 - g64(tol.k_mag), in_sq = 1 - g64(tol.k_mag + 3), own = 1 - g64(16);
+  if (!(in_sq > 0)) return out;
+  const double g_par = ref::tier_gamma(tol.k_par, tol.type, tol.tier.lambda),
+               g_ref = ref::tier_gamma(tol.k_ref, tol.type, tol.tier.lambda);
+  const double la = tol.tier.lambda_a, ld = tol.tier.lambda_d;
+  out.resize(want.sq.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double m = want.mag[i] / in_mag, q = want.sq[i] / in_sq;
+    const double b = std::min(g_par * m, ref::data_aware_bound(q, m, tol.k_par, tol.type, la, ld)) +
+                     std::min(g_ref * m, ref::data_aware_bound(q, m, tol.k_ref, tol.type, la, ld));
+    out[i] = b / own;
+  }
+  return out;
+}
+
 judgement judge_block(const tolerance& tol, const any_matrix& got, const block_reference& want) {
   if (want.mag.empty() && par::rows_of(got) * par::cols_of(got) > 0 && !tol.per_element &&
       !tol.window) {
@@ -976,9 +1081,10 @@ judgement judge_block(const tolerance& tol, const any_matrix& got, const block_r
       [&](const auto& g) {
         using T = typename std::decay_t<decltype(g.data)>::value_type;
         const auto& w = std::get<matrix<wide_t<T>>>(want.value);
+        const std::vector<double> aware = data_aware_bounds(tol, want);
+        const std::vector<double>& sb = aware.empty() ? want.stat_bound : aware;
         return judge_block<T>(tol, g.rows, g.cols, g.data.data(), w.data.data(), want.mag.data(),
-                              want.stat_bound.empty() ? nullptr : want.stat_bound.data(),
-                              want.unit_mag().data());
+                              sb.empty() ? nullptr : sb.data(), want.unit_mag().data());
       },
       got);
 }
@@ -1017,10 +1123,13 @@ std::string describe(const judgement& j, const tolerance& tol, const std::string
   } else if (bad.reason == "statistical") {
     os.precision(3);
     os << ", statistical bound " << bad.bound << " (λ=" << tol.tier.lambda;
+    if (tol.tier.data_aware())
+      os << ", data-aware λ_a=" << tol.tier.lambda_a << ", λ_d=" << tol.tier.lambda_d;
     if (!tol.per_element) os << ", k_par=" << tol.k_par << ", k_ref=" << tol.k_ref;
     os << "), error = " << bad.ratio << "·bound; within the rigorous bound, above the "
        << "statistical one, which a correct kernel exceeds on a case with probability ≤ "
-       << tol.tier.p_fail << " (independent mean-zero rounding errors)";
+       << tol.tier.p_fail << " (independent mean-zero rounding errors"
+       << (tol.tier.data_aware() ? "; the data's signs fair coins)" : ")");
   } else if (tol.per_element) {
     os << ", stack bound " << bad.bound << ", error = " << bad.ratio << "·bound";
   } else {
@@ -1116,11 +1225,14 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
   const std::size_t n = rows * cols;
   d.elements = static_cast<std::int64_t>(n);
   const bool stat = statistical && !tol.bitwise;
+  // An element's own statistical bound (a stack's, or the data-aware one): factor 1, inflated
+  // already (a 16-bit stack's windows: its factor, 1).
+  const bool own = stat && stat_bound != nullptr;
   const fit_test<T> fits{got,
-                         stat && stat_bound != nullptr ? stat_bound : mag,
-                         stat ? tol.statistical : tol.rigorous,
-                         1.0 - ref::gamma(tol.k_mag, dtype::f64),
-                         tol.k_mag,
+                         own ? stat_bound : mag,
+                         own ? 1.0 : stat ? tol.statistical : tol.rigorous,
+                         own ? 1.0 : 1.0 - ref::gamma(tol.k_mag, dtype::f64),
+                         own ? 0 : tol.k_mag,
                          tol.bitwise};
   const auto r_at = [&](std::size_t i) { return static_cast<double>(want[i]); };
   std::vector<std::size_t> bad;
@@ -1409,9 +1521,10 @@ diagnosis diagnose(const tolerance& tol, const judgement& j, const any_matrix& g
       [&](const auto& g) {
         using T = typename std::decay_t<decltype(g.data)>::value_type;
         const auto& w = std::get<matrix<wide_t<T>>>(want.value);
+        const std::vector<double> aware = data_aware_bounds(tol, want);
+        const std::vector<double>& sb = aware.empty() ? want.stat_bound : aware;
         return diagnose_block<T>(tol, j.statistical, g.rows, g.cols, g.data.data(), w.data.data(),
-                                 want.mag.data(),
-                                 want.stat_bound.empty() ? nullptr : want.stat_bound.data(), ctx);
+                                 want.mag.data(), sb.empty() ? nullptr : sb.data(), ctx);
       },
       got);
 }

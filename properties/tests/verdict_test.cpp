@@ -78,7 +78,10 @@ TEST(verdict, staged_reference_is_reference_of_block_bit_for_bit) {
             EXPECT_TRUE(same_bits(st.reference().value, whole.value));
             EXPECT_TRUE(same_bits(reference_values_of_block(c, t, b, part), whole.value));
             EXPECT_TRUE(st.reference().mag.empty());
-            EXPECT_EQ(st.reference().flops * 2, whole.flops);
+            EXPECT_TRUE(st.reference().sq.empty());
+            // The value's product, then the magnitudes' (and on uniform data the squares').
+            EXPECT_EQ(st.reference().flops * (whole.sq.empty() ? 2 : 3), whole.flops);
+            EXPECT_EQ(whole.sq.empty(), std::string(mode) == "zero_inf");
             EXPECT_EQ(st.reference().k_ref, whole.k_ref);
             EXPECT_EQ(st.reference().panel_bytes, whole.panel_bytes);
             st.add_magnitudes();
@@ -88,6 +91,10 @@ TEST(verdict, staged_reference_is_reference_of_block_bit_for_bit) {
                                   whole.mag.size() * sizeof(double)),
                       0);
             EXPECT_EQ(st.reference().flops, whole.flops);
+            ASSERT_EQ(st.reference().sq.size(), whole.sq.size());
+            EXPECT_EQ(std::memcmp(st.reference().sq.data(), whole.sq.data(),
+                                  whole.sq.size() * sizeof(double)),
+                      0);
             // Panels dropped before the magnitudes: made again, the same magnitudes.
             staged_reference again(c, t, b, part);
             again.drop_panels();

@@ -43,6 +43,16 @@ double gamma_tilde(std::int64_t k, double u, double lambda) {
   return std::expm1(e);
 }
 
+double data_aware_bound(double q, double mag, std::int64_t k, dtype t, double lambda_a,
+                        double lambda_d) {
+  if (q == 0.0 && mag == 0.0) return 0.0;
+  const double g = gamma(k, t);
+  if (!std::isfinite(g) || !std::isfinite(q)) return std::numeric_limits<double>::infinity();
+  const double kd = static_cast<double>(std::max<std::int64_t>(k, 1));
+  const double c = lambda_d * std::sqrt(q) + g * mag;
+  return lambda_a * unit_roundoff(t) * std::sqrt(kd * c * c + q);
+}
+
 double lambda_for(double events, double p_fail, double u) {
   if (!(events >= 1.0)) events = 1.0;
   return std::sqrt(2.0 * std::log(2.0 * events / p_fail)) / (1.0 - u);

@@ -35,12 +35,12 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
   const double u = unit_roundoff(t);
   if (mag == nullptr && !opt.bitwise && rows > 0 && cols > 0)
     throw error("compare_block: mag is required unless bitwise");
-  const bool statistical = opt.mag_is_bound ? opt.stat_bound != nullptr : opt.lambda > 0;
+  const bool statistical = opt.stat_bound != nullptr || (!opt.mag_is_bound && opt.lambda > 0);
   std::optional<mismatch> first_statistical;
   // element_bound's factors, once per block (mag == 0 gives 0 through them as through it).
   const double inflate = 1.0 - gamma(opt.k_mag, dtype::f64);
   const double g_rig = gamma(opt.k_par, t) + gamma(opt.k_ref, t);
-  const double g_stat = statistical && !opt.mag_is_bound ? tier_gamma(opt.k_par, t, opt.lambda) +
+  const double g_stat = statistical && opt.stat_bound == nullptr ? tier_gamma(opt.k_par, t, opt.lambda) +
                                                                tier_gamma(opt.k_ref, t, opt.lambda)
                                                          : 0.0;
   const auto bound_of = [&](double g, double m) {
@@ -71,7 +71,8 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
       mm.bound = opt.mag_is_bound ? m : bound_of(g_rig, m);
       if (err <= mm.bound) {
         if (!statistical || first_statistical) continue;
-        const double sb = opt.mag_is_bound ? opt.stat_bound[i * ld_mag + j] : bound_of(g_stat, m);
+        const double sb =
+            opt.stat_bound != nullptr ? opt.stat_bound[i * ld_mag + j] : bound_of(g_stat, m);
         if (err <= sb) continue;
         mm.bound = sb;
         mm.ratio = err / sb;

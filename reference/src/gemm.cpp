@@ -49,10 +49,14 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint m, blasint n, bla
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// |p_i| in double, or p_i² with `squares`.
 template <class T>
-std::vector<double> absolute(const T* p, std::size_t count) {
+std::vector<double> absolute(const T* p, std::size_t count, bool squares) {
   std::vector<double> out(count);
-  for (std::size_t i = 0; i < count; ++i) out[i] = std::fabs(static_cast<double>(p[i]));
+  for (std::size_t i = 0; i < count; ++i) {
+    const double v = static_cast<double>(p[i]);
+    out[i] = squares ? v * v : std::fabs(v);
+  }
   return out;
 }
 
@@ -106,25 +110,27 @@ void linear_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_ou
 
 template <class T>
 void magnitude_forward(weight_layout layout, std::size_t rows, std::size_t n_out, std::size_t k_in,
-                       const T* x, const T* w, double* out) {
-  const auto ax = absolute(x, rows * k_in);
-  const auto aw = absolute(w, n_out * k_in);
+                       const T* x, const T* w, double* out, bool squares) {
+  const auto ax = absolute(x, rows * k_in, squares);
+  const auto aw = absolute(w, n_out * k_in, squares);
   linear_forward<double>(layout, rows, n_out, k_in, ax.data(), aw.data(), out);
 }
 
 template <class T>
 void magnitude_backward_dx(weight_layout layout, std::size_t rows, std::size_t n_out,
-                           std::size_t k_in, const T* dy, const T* w, double* out) {
-  const auto ady = absolute(dy, rows * n_out);
-  const auto aw = absolute(w, n_out * k_in);
+                           std::size_t k_in, const T* dy, const T* w, double* out,
+                           bool squares) {
+  const auto ady = absolute(dy, rows * n_out, squares);
+  const auto aw = absolute(w, n_out * k_in, squares);
   linear_backward_dx<double>(layout, rows, n_out, k_in, ady.data(), aw.data(), out);
 }
 
 template <class T>
 void magnitude_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_out,
-                           std::size_t k_in, const T* dy, const T* x, double* out) {
-  const auto ady = absolute(dy, rows * n_out);
-  const auto ax = absolute(x, rows * k_in);
+                           std::size_t k_in, const T* dy, const T* x, double* out,
+                           bool squares) {
+  const auto ady = absolute(dy, rows * n_out, squares);
+  const auto ax = absolute(x, rows * k_in, squares);
   linear_backward_dw<double>(layout, rows, n_out, k_in, ady.data(), ax.data(), out, false);
 }
 
@@ -138,11 +144,11 @@ void magnitude_backward_dw(weight_layout layout, std::size_t rows, std::size_t n
   template void linear_backward_dw<T>(weight_layout, std::size_t, std::size_t, std::size_t,       \
                                       const T*, const T*, T*, bool);                              \
   template void magnitude_forward<T>(weight_layout, std::size_t, std::size_t, std::size_t,        \
-                                     const T*, const T*, double*);                                \
+                                     const T*, const T*, double*, bool);                                \
   template void magnitude_backward_dx<T>(weight_layout, std::size_t, std::size_t, std::size_t,    \
-                                         const T*, const T*, double*);                            \
+                                         const T*, const T*, double*, bool);                            \
   template void magnitude_backward_dw<T>(weight_layout, std::size_t, std::size_t, std::size_t,    \
-                                         const T*, const T*, double*);
+                                         const T*, const T*, double*, bool);
 
 SHARDCHECK_INSTANTIATE(float)
 SHARDCHECK_INSTANTIATE(double)

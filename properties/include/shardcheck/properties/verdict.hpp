@@ -70,9 +70,22 @@ template <class T>
 
 // The statistical tier of a case (bound.hpp): λ from its rounding events, so that a correct
 // kernel fails it with probability ≤ ref::statistical_p_fail, and that probability. λ = 0: off.
+// On sign-symmetric data (data_aware_applies) also the data-aware bound's two λ (bound.hpp
+// data_aware_bound): λ_a over every judged element's two computations, λ_d over every node of
+// their summation trees; each element is then judged by the smaller of the two bounds for each
+// computation. The probability is split: half to λ, a quarter each to λ_a and λ_d (0: off).
 struct statistical_tier {
   double lambda = 0, p_fail = 0;
+  double lambda_a = 0, lambda_d = 0;
+  [[nodiscard]] bool data_aware() const { return lambda_a > 0; }
 };
+
+// Whether the data-aware bound can judge case c: a single f32 / f64 layer on sign-symmetric
+// values (ref::signs_symmetric: uniform, wide, cancel) whose inputs reach the kernel whole
+// (`partial_inputs`: some input is placed P, its shares' signs are not fair coins).
+[[nodiscard]] bool data_aware_applies(const par::run_case& c, bool partial_inputs);
+// Whether any tensor of the plan is placed P on some mesh axis.
+[[nodiscard]] bool placed_partial(const par::case_plan& plan);
 
 // The tier of case c judged with the kernel's chains (`claimed`: it claims them; off in exact
 // mode, which is bitwise, and without chains), for the phases checked:
@@ -80,9 +93,10 @@ struct statistical_tier {
 // - a bf16 / f16 single layer: every output element × both chains, at the coarser u of the
 //   policy's accumulation and reduction dtypes (mixed_windows_of);
 // - a bf16 / f16 stack: statistical_events at that u (mixed_stack_tier).
+// - with data_aware_applies(c, partial_inputs), λ_a and λ_d beside λ (statistical_tier).
 [[nodiscard]] statistical_tier tier_of(const par::run_case& c,
                                        std::span<const par::chain_lengths> chains, bool forward,
-                                       bool backward, bool claimed);
+                                       bool backward, bool claimed, bool partial_inputs);
 
 // The windows output t of a bf16 / f16 single layer is judged by (reference/mixed.hpp): got within
 // [round(b − δ), round(b + δ)] of the reference's f32 value b, δ = factor·mag. `rigorous` is
@@ -147,6 +161,10 @@ struct block_reference {
   std::int64_t flops = 0, panel_bytes = 0;  // what computing it took (verdict::check_flops)
   // A stack's: its statistical bound (empty when the tier is off) and its magnitude product.
   std::vector<double> stat_bound, stack_mag;
+  // A single layer's Σ_k x_ik²·w_jk² ((X∘X)·(W∘W)ᵀ, in double) beside mag where the data-aware
+  // bound applies (data_aware_applies; empty otherwise): +∞ where a term's two factors both
+  // have a fixed sign (ref::fixed_sign).
+  std::vector<double> sq;
   // The magnitude products errors are reported in (err / (u·mag)).
   [[nodiscard]] const std::vector<double>& unit_mag() const {
     return stack_mag.empty() ? mag : stack_mag;
@@ -293,12 +311,19 @@ struct judgement {
 };
 
 // Judges got (rows×cols, row-major) against want (laid out alike: the case's dtype, f32 for a
-// 16-bit T) with the per-element mag (tolerance above), a stack's stat_bound (null otherwise)
-// and unit_mag, the magnitudes err/(u·mag) is reported in (mag itself for a single layer).
+// 16-bit T) with the per-element mag (tolerance above), stat_bound (each element's statistical
+// bound itself: a stack's, or data_aware_bounds'; null otherwise) and unit_mag, the magnitudes
+// err/(u·mag) is reported in (mag itself for a single layer).
 template <class T>
 [[nodiscard]] judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols,
                                     const T* got, const wide_t<T>* want, const double* mag,
                                     const double* stat_bound, const double* unit_mag);
+// Each element's statistical bound where the data-aware bound judges the block (tol's tier has
+// it and want has sq): per computation (the kernel's chain k_par, the reference's k_ref) the
+// smaller of γ̃_k(λ)·mag and ref::data_aware_bound, summed; mag and sq inflated for their own
+// rounding in double, the sum for its own. Empty where it does not judge.
+[[nodiscard]] std::vector<double> data_aware_bounds(const tolerance& tol,
+                                                    const block_reference& want);
 // The same for a block of any dtype against its reference. A single f32 / f64 layer's reference
 // may come without its magnitudes (staged_reference) only for a block settled against it: its
 // judgement is then the one every settled block gets (no failure, every figure 0); unsettled,

@@ -27,7 +27,8 @@ struct compare_options {
   std::int64_t k_mag = 0;     // chain length used to compute mag (the contraction length)
   bool mag_is_bound = false;  // mag already holds each element's bound (a stack's, stack.hpp)
   // The statistical tier (bound.hpp), off at λ = 0: each element also within
-  // (γ̃_k_par(λ) + γ̃_k_ref(λ))·mag, or, when mag_is_bound, within stat_bound (laid out like mag).
+  // (γ̃_k_par(λ) + γ̃_k_ref(λ))·mag, or, when stat_bound is given (a stack's, or the data-aware
+  // bound's), within stat_bound (laid out like mag) whatever λ is.
   double lambda = 0;
   const double* stat_bound = nullptr;
 };

@@ -28,6 +28,19 @@ void fill_block(value_mode mode, std::uint64_t seed, std::uint32_t tensor, std::
                 std::uint64_t rows, std::uint64_t col0, std::uint64_t cols, T* out,
                 std::size_t ld = 0, int grid = 3);
 
+// The sign model the statistical tier's data-aware bound rests on (bound.hpp data_aware_bound):
+// in `mode`, is every element's sign a fair coin, independent of its magnitude and of every
+// other element? uniform, wide and cancel: yes, with one exception, uniform's −1 (its grid
+// [−1, 1) has no +1); fixed_sign names such values. exact, positive, nonfinite, zero_inf: no.
+[[nodiscard]] constexpr bool signs_symmetric(value_mode mode) {
+  return mode == value_mode::uniform || mode == value_mode::wide || mode == value_mode::cancel;
+}
+// A value of a sign-symmetric mode whose sign is not a fair coin given its magnitude.
+template <class T>
+[[nodiscard]] constexpr bool fixed_sign(value_mode mode, T v) {
+  return mode == value_mode::uniform && v == T(-1);
+}
+
 // An input placed P (partial sums pending) on a mesh axis of `parts` coordinates: the share of
 // value v (element (row, col) of tensor `tensor`, generated in `mode`) that coordinate `coord`
 // holds. The shares sum to v exactly, in any order and any tree (every partial sum is an

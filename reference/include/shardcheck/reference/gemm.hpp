@@ -32,15 +32,19 @@ void linear_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_ou
                         const T* dy, const T* x, T* dw, bool accumulate = false);
 
 // Magnitude versions of the three products, in double whatever T is: the same products on
-// |X|, |W|, |dY|. They are what the per-element error bound multiplies.
+// |X|, |W|, |dY|. They are what the per-element error bound multiplies. With `squares`, the same
+// products on X∘X, W∘W, dY∘dY (each square formed in double): Σ_k x_ik²·w_jk², what the
+// statistical tier's data-aware bound is made of (bound.hpp).
 template <class T>
 void magnitude_forward(weight_layout layout, std::size_t rows, std::size_t n_out, std::size_t k_in,
-                       const T* x, const T* w, double* out);
+                       const T* x, const T* w, double* out, bool squares = false);
 template <class T>
 void magnitude_backward_dx(weight_layout layout, std::size_t rows, std::size_t n_out,
-                           std::size_t k_in, const T* dy, const T* w, double* out);
+                           std::size_t k_in, const T* dy, const T* w, double* out,
+                           bool squares = false);
 template <class T>
 void magnitude_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_out,
-                           std::size_t k_in, const T* dy, const T* x, double* out);
+                           std::size_t k_in, const T* dy, const T* x, double* out,
+                           bool squares = false);
 
 }  // namespace shardcheck::ref
