@@ -391,7 +391,7 @@ std::string csv_of(const std::vector<cell>& cells) {
         "max_err_u_mag,"
         "mean_err_u_mag,ref_max_err_u_mag,ref_mean_err_u_mag,rigorous_share,statistical_share,"
         "lambda,ref_rigorous_share,ref_statistical_share,missing,nonfinite,replica_conflicts,"
-        "replay\n";
+        "data_aware_share,ref_data_aware_share,replay\n";
   os.precision(9);
   for (const cell& c : cells) {
     const bool mixed = is_storage16(c.type);
@@ -402,7 +402,8 @@ std::string csv_of(const std::vector<cell>& cells) {
        << c.par.mean << ',' << c.ref.max << ',' << c.ref.mean << ',' << c.par_share.rigorous << ','
        << c.par_share.statistical << ',' << c.par_share.lambda << ',' << c.ref_share.rigorous << ','
        << c.ref_share.statistical << ',' << c.missing << ',' << c.par.nonfinite << ','
-       << c.conflicts << ",\"" << c.replay << "\"\n";
+       << c.conflicts << ',' << c.par_share.data_aware << ',' << c.ref_share.data_aware << ",\""
+       << c.replay << "\"\n";
   }
   return os.str();
 }
@@ -428,6 +429,9 @@ json cell_json(const cell& c) {
           {"lambda", c.par_share.lambda},
           {"reference_rigorous_share", num(c.ref_share.rigorous)},
           {"reference_statistical_share", num(c.ref_share.statistical)},
+          {"data_aware_share", c.par_share.data_aware < 0 ? json(nullptr) : num(c.par_share.data_aware)},
+          {"reference_data_aware_share",
+           c.ref_share.data_aware < 0 ? json(nullptr) : num(c.ref_share.data_aware)},
           {"missing", c.missing},
           {"nonfinite", c.par.nonfinite},
           {"replica_conflicts", c.conflicts},
@@ -961,6 +965,8 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     shares ref_window[3];  // bf16 and f16: the reference's share of its window
     const std::vector<double>* oracle_of[3] = {};
     const std::vector<double>* mag_of[3] = {};
+    const std::vector<double>* squares_of[3] = {};
+    double ref_aware[3] = {-1, -1, -1};  // the reference's share of the data-aware bound
     std::int64_t k_ref_of[3] = {};
     const double u = ref::unit_roundoff(t);
     if (rank == 0) {
@@ -970,6 +976,11 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
           const auto& o = truth.out[i];
           oracle_of[i] = &o.oracle;
           mag_of[i] = &o.magnitude;
+          squares_of[i] = &o.squares;
+          if (!o.squares.empty())
+            ref_aware[i] = prop::data_aware_share(
+                std::vector<double>(o.reference.begin(), o.reference.end()), o.oracle, o.magnitude,
+                o.squares, o.k_ref, t);
           k_ref_of[i] = o.k_ref;
           ref_err[i] = measure(o.reference, o.oracle, o.magnitude, u);
           if (is_storage16(t)) {
@@ -1038,6 +1049,10 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
               ce.par_share = prop::oracle_shares_of(ce.par.max, std::max<std::int64_t>(ce.k_par, 1),
                                                     ce.elements, t);
               ce.ref_share = prop::oracle_shares_of(ce.ref.max, ce.k_ref, ce.elements, t);
+              ce.par_share.data_aware =
+                  prop::data_aware_share(gt.value, oracle, mag, *squares_of[i],
+                                         std::max<std::int64_t>(ce.k_par, 1), t);
+              ce.ref_share.data_aware = ref_aware[i];
             }
             cells.push_back(std::move(ce));
           }

@@ -639,9 +639,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
   // The projection tier (verdict.hpp): the same answer on every rank, a function of the case.
   const bool projected = judged_by_projection(c);
   const projection_tier ptier =
-      ran && projected ? projection_tier_of(c, chains, run.on(property::forward),
-                                            run.on(property::backward), cl->chains.has_value())
-                       : projection_tier{};
+      ran && projected
+          ? projection_tier_of(c, chains, run.on(property::forward), run.on(property::backward),
+                               cl->chains.has_value(), placed_partial(*plan))
+          : projection_tier{};
   stack_reference whole;
   mem::peak_scope scope;
   const auto start = std::chrono::steady_clock::now();
@@ -804,8 +805,11 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         if (shared) {
           // Every member takes part in the sum, whatever happened here: [failed, non-finite,
           // r, S, X].
+          // [failed, non-finite, r, S, X] and Q where the data-aware bound applies (a function
+          // of the case: the same on every member).
           const auto rows = static_cast<std::size_t>(tp.region.rows);
-          std::vector<double> buf(2 + 3 * rows, 0.0);
+          const std::size_t fields = data_aware_applies(c, false) ? 4 : 3;
+          std::vector<double> buf(2 + fields * rows, 0.0);
           buf[0] = error.empty() ? 0 : 1;
           buf[1] = sums.finite ? 0 : 1;
           if (error.empty() && sums.r.size() == rows)
@@ -813,14 +817,18 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
               buf[2 + e] = sums.r[e];
               buf[2 + rows + e] = sums.sum[e];
               buf[2 + 2 * rows + e] = sums.max[e];
+              if (fields == 4) buf[2 + 3 * rows + e] = sums.sq.size() == rows ? sums.sq[e] : 0;
             }
           sum_across(buf.data(), buf.size(), group);
           if (buf[0] > 0 && error.empty()) error = "a replica's share of the projection failed";
           sums.finite = buf[1] == 0;
-          sums.r.assign(buf.begin() + 2, buf.begin() + 2 + static_cast<std::ptrdiff_t>(rows));
-          sums.sum.assign(buf.begin() + 2 + static_cast<std::ptrdiff_t>(rows),
-                          buf.begin() + 2 + 2 * static_cast<std::ptrdiff_t>(rows));
-          sums.max.assign(buf.begin() + 2 + 2 * static_cast<std::ptrdiff_t>(rows), buf.end());
+          const auto at = [&](std::size_t f) {
+            return buf.begin() + 2 + static_cast<std::ptrdiff_t>(f * rows);
+          };
+          sums.r.assign(at(0), at(1));
+          sums.sum.assign(at(1), at(2));
+          sums.max.assign(at(2), at(3));
+          if (fields == 4) sums.sq.assign(at(3), at(4));
         }
         if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
         if (!error.empty()) throw std::runtime_error(error);

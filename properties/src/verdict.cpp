@@ -848,6 +848,20 @@ void compute_outputs(const par::run_case& c, truth<T>& t) {
   else
     ref::oracle_forward<T>(weight_layout::in_out, K, N, M, transpose(t.x, M, K).data(), t.dy.data(),
                            t.out[2].oracle.data());
+  // The data-aware bound's squares, where it applies and no input value has a fixed sign.
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    const auto fixed = [&](const std::vector<T>& v) {
+      return std::any_of(v.begin(), v.end(), [&](T e) { return ref::fixed_sign(c.mode, e); });
+    };
+    if (!data_aware_applies(c, false) || fixed(t.x) || fixed(t.w) || fixed(t.dy)) return;
+    for (auto& o : t.out) o.squares.assign(o.magnitude.size(), 0.0);
+    ref::magnitude_forward<T>(p.layout, M, N, K, t.x.data(), t.w.data(), t.out[0].squares.data(),
+                              true);
+    ref::magnitude_backward_dx<T>(p.layout, M, N, K, t.dy.data(), t.w.data(),
+                                  t.out[1].squares.data(), true);
+    ref::magnitude_backward_dw<T>(p.layout, M, N, K, t.dy.data(), t.x.data(),
+                                  t.out[2].squares.data(), true);
+  }
 }
 
 }  // namespace
@@ -1641,6 +1655,29 @@ std::string shape_named(std::string_view message) {
 
 // --- shares against the oracle ----------------------------------------------------------------
 
+double data_aware_share(const std::vector<double>& got, const std::vector<double>& oracle,
+                        const std::vector<double>& mag, const std::vector<double>& squares,
+                        std::int64_t k, dtype t) {
+  if (squares.empty() || squares.size() != oracle.size() || got.size() != oracle.size()) return -1;
+  const auto g64 = [](std::int64_t n) { return ref::gamma(n, dtype::f64); };
+  const auto n = static_cast<double>(oracle.size());
+  const double la = ref::lambda_for(n, ref::statistical_p_fail / 2, 0),
+               ld = ref::lambda_for(n * static_cast<double>(std::max<std::int64_t>(k - 1, 1)),
+                                    ref::statistical_p_fail / 2, 0);
+  const double ud = ref::unit_roundoff(dtype::f64);
+  // mag and the squares were summed in double over the contraction (at most k_mag ≤ 2^31 terms).
+  const double in_mag = 1 - g64(k), in_sq = 1 - g64(k + 3);
+  double worst = 0;
+  for (std::size_t i = 0; i < oracle.size(); ++i) {
+    if (!std::isfinite(got[i])) continue;
+    const double err = std::abs(got[i] - oracle[i]);
+    const double m = mag[i] / in_mag;
+    const double b = ref::data_aware_bound(squares[i] / in_sq, m, k, t, la, ld) + ud * m;
+    worst = std::max(worst, err == 0 ? 0.0 : b > 0 ? err / b : INFINITY);
+  }
+  return worst;
+}
+
 oracle_shares oracle_shares_of(double max_u_mag, std::int64_t k, std::int64_t elements, dtype t) {
   const double u = ref::unit_roundoff(t), ud = ref::unit_roundoff(dtype::f64);
   oracle_shares s;
@@ -1720,7 +1757,7 @@ bool judged_by_projection(const par::run_case& c) {
 
 projection_tier projection_tier_of(const par::run_case& c,
                                    std::span<const par::chain_lengths> chains, bool forward,
-                                   bool backward, bool claimed) {
+                                   bool backward, bool claimed, bool partial_inputs) {
   projection_tier pt;
   const problem& p = c.prob;
   // Every rank's block of every judged output holds at most all of its rows.
@@ -1730,9 +1767,31 @@ projection_tier projection_tier_of(const par::run_case& c,
   if (c.mode == value_mode::exact || !claimed || chains.empty() || pt.rows <= 0) return pt;
   const double half = ref::statistical_p_fail / 2, u = ref::unit_roundoff(p.type);
   const double events = statistical_events(c, chains, forward, backward);
-  pt.lambda = ref::lambda_for(events, half, u);
+  const bool aware = data_aware_applies(c, partial_inputs);
+  // The elements' half: all to γ̃'s λ, or (data-aware) half of it, a quarter each to λ_a, λ_d.
+  pt.lambda = ref::lambda_for(events, aware ? half / 2 : half, u);
   pt.lambda_v = ref::lambda_for(pt.rows, half, 0);  // √(2·ln(2·rows/(p/2))): Hoeffding's
   pt.p_fail = ref::false_alarm(events, pt.lambda, u) + ref::false_alarm(pt.rows, pt.lambda_v, 0);
+  if (!aware) return pt;
+  // The kernel's computation of every element of every rank's block, and its tree's nodes
+  // (tier_of's count for one computation).
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  double elements = 0, nodes = 0;
+  const auto add = [&](double n, std::int64_t inner) {
+    elements += n;
+    nodes += n * d(std::max<std::int64_t>(inner - 1, 1));
+  };
+  if (forward) add(d(p.M) * d(p.N), p.K);
+  if (backward) {
+    add(d(p.M) * d(p.K), p.N);
+    add(d(p.N) * d(p.K), p.M);
+  }
+  elements *= c.p;  // every rank's block may hold every element (replicas)
+  nodes *= c.p;
+  pt.lambda_a = ref::lambda_for(elements, half / 4, 0);
+  pt.lambda_d = ref::lambda_for(nodes, half / 4, 0);
+  pt.p_fail +=
+      ref::false_alarm(elements, pt.lambda_a, 0) + ref::false_alarm(nodes, pt.lambda_d, 0);
   return pt;
 }
 
@@ -1749,21 +1808,46 @@ std::vector<double> projection_signs(const par::run_case& c, tensor t,
   return v;
 }
 
+namespace {
+// The check's own rounding (compensated sums, project_columns / project_rows) for the row's
+// inflated S and G: r within (2u + 2γ_q + 2γ_{2d+1}² + γ_C²)·S, g within (2u + γ_C²)·G.
+double projection_own_rounding(double s, double g, std::int64_t cols, std::int64_t inner,
+                               int parts) {
+  const auto g64 = [](std::int64_t k) { return ref::gamma(k, dtype::f64); };
+  const double u = ref::unit_roundoff(dtype::f64);
+  return (2 * u + 2 * g64(parts) + 2 * g64(2 * inner + 1) * g64(2 * inner + 1) +
+          g64(cols) * g64(cols)) *
+             s +
+         (2 * u + g64(cols) * g64(cols)) * g;
+}
+}  // namespace
+
+double projection_data_aware_of(double sum_sq, double sum_mag, double max_mag, double sum_got,
+                                std::int64_t cols, std::int64_t inner, int parts, std::int64_t k,
+                                dtype t, const projection_tier& pt) {
+  if (!(pt.lambda_a > 0) || !(pt.lambda_v > 0)) return INFINITY;
+  const auto g64 = [](std::int64_t n) { return ref::gamma(n, dtype::f64); };
+  // S, X and G as projection_bound_of inflates them; Q's terms also round at their two squares
+  // and their product.
+  const double inflate = 1 / (1 - g64(cols + inner + parts + 2)),
+               inflate_q = 1 / (1 - g64(cols + inner + parts + 5));
+  const double s = sum_mag * inflate, x = max_mag * inflate, g = sum_got * inflate;
+  const double q = sum_sq * inflate_q;
+  // ref::data_aware_bound of a "q" of Q and a "mag" of √(X·S) is the Minkowski form above; its
+  // own arithmetic, as data_aware_bounds': 16 roundings in double.
+  const double b = ref::data_aware_bound(q, std::sqrt(x * s), k, t, pt.lambda_a, pt.lambda_d);
+  return pt.lambda_v * b / (1 - g64(16)) + projection_own_rounding(s, g, cols, inner, parts);
+}
+
 projection_bound projection_bound_of(double sum_mag, double max_mag, double sum_got,
                                      std::int64_t cols, std::int64_t inner, int parts, double gamma,
                                      double gamma_tilde, double lambda_v) {
   const auto g64 = [](std::int64_t k) { return ref::gamma(k, dtype::f64); };
-  const double u = ref::unit_roundoff(dtype::f64);
   // Sums of nonnegative terms in double (over parts, then summed): each within γ_{C+d+q+2} of
   // its exact value, relative.
   const double inflate = 1 / (1 - g64(cols + inner + parts + 2));
   const double s = sum_mag * inflate, x = max_mag * inflate, g = sum_got * inflate;
-  // The check's own rounding (compensated sums, project_columns / project_rows): r within
-  // (2u + 2γ_q + 2γ_{2d+1}² + γ_C²)·S, g within (2u + γ_C²)·G.
-  const double own = (2 * u + 2 * g64(parts) + 2 * g64(2 * inner + 1) * g64(2 * inner + 1) +
-                      g64(cols) * g64(cols)) *
-                         s +
-                     (2 * u + g64(cols) * g64(cols)) * g;
+  const double own = projection_own_rounding(s, g, cols, inner, parts);
   projection_bound b;
   b.rigorous = gamma * s + own;
   b.statistical = gamma_tilde > 0 && lambda_v > 0 ? lambda_v * gamma_tilde * std::sqrt(x * s) + own
@@ -1805,15 +1889,32 @@ struct strided {
 // hi + lo (Ogita, Rump & Oishi's Sum2 without its last rounding: the terms are exact, v = ±1, and
 // |hi + lo − s_k| ≤ γ_{C−1}²·a_k), a_k = Σ_j |q_jk|, m_k = max_j |q_jk|; false when a value is
 // not finite.
+// The data-aware bound's sums beside the projection's (projection_sums::sq).
+struct squares_of {
+  value_mode mode = value_mode::uniform;
+  std::vector<double> col, row;  // Σ_j w_jk² per k; Q_i per row
+  std::vector<char> fixed;       // per k: some w_jk has a fixed sign (ref::fixed_sign)
+};
+
 template <class S>
 bool project_columns(const strided<S>& q, std::size_t n, std::size_t d, const double* v,
                      std::vector<double>& hi, std::vector<double>& lo, std::vector<double>& a,
-                     std::vector<double>& m) {
+                     std::vector<double>& m, squares_of* sq) {
   hi.assign(d, 0.0);
   lo.assign(d, 0.0);
   a.assign(d, 0.0);
   m.assign(d, 0.0);
   bool finite = true;
+  if (sq != nullptr) {  // Σ_j w_jk² and whether some w_jk has a fixed sign, per k
+    sq->col.assign(d, 0.0);
+    sq->fixed.assign(d, 0);
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t k = 0; k < d; ++k) {
+        const S x = q.data[j * q.si + k * q.sk];
+        sq->col[k] += static_cast<double>(x) * static_cast<double>(x);
+        if (ref::fixed_sign(sq->mode, x)) sq->fixed[k] = 1;
+      }
+  }
   if (q.sk == 1) {  // index-major: row j holds its d inner values
     for (std::size_t j = 0; j < n; ++j) {
       const S* row = q.data + j * q.si;
@@ -1865,10 +1966,21 @@ template <class S>
 void project_rows(const strided<S>& l, std::size_t n, std::size_t d, const std::vector<double>& hi,
                   const std::vector<double>& lo, const std::vector<double>& a,
                   const std::vector<double>& m, std::vector<double>& r, std::vector<double>& sum,
-                  std::vector<double>& mx) {
+                  std::vector<double>& mx, squares_of* sq) {
   r.assign(n, 0.0);
   sum.assign(n, 0.0);
   mx.assign(n, 0.0);
+  if (sq != nullptr) {  // Q_i = Σ_k a_ik²·Σ_j w_jk², +∞ where a fixed sign meets one
+    sq->row.assign(n, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < d; ++k) {
+        const S x = l.data[i * l.si + k * l.sk];
+        const auto xd = static_cast<double>(x);
+        sq->row[i] += xd * xd * sq->col[k];
+        if (sq->fixed[k] != 0 && ref::fixed_sign(sq->mode, x))
+          sq->row[i] = std::numeric_limits<double>::infinity();
+      }
+  }
   if (l.sk == 1) {
     for (std::size_t i = 0; i < n; ++i) {
       const S* row = l.data + i * l.si;
@@ -1935,9 +2047,14 @@ projection_sums sums_of(const par::run_case& c, tensor t, const block& b, par::i
     q = {a, 1, cols};
   }
   std::vector<double> hi, lo, sa, sm;
-  out.finite = project_columns(q, cols, d, v.data(), hi, lo, sa, sm);
+  squares_of squares{c.mode, {}, {}, {}};
+  squares_of* sq = data_aware_applies(c, false) ? &squares : nullptr;
+  if (sq != nullptr)  // Σ_j w_jk² and Q: 2 per multiply-add each
+    out.flops += checked_mul(2 * (b.rows + b.cols), inner.length, "check flops");
+  out.finite = project_columns(q, cols, d, v.data(), hi, lo, sa, sm, sq);
   if (!out.finite) return out;
-  project_rows(l, rows, d, hi, lo, sa, sm, out.r, out.sum, out.max);
+  project_rows(l, rows, d, hi, lo, sa, sm, out.r, out.sum, out.max, sq);
+  if (sq != nullptr) out.sq = std::move(squares.row);
   for (std::size_t i = 0; i < rows && out.finite; ++i)
     out.finite = std::isfinite(out.sum[i]) && std::isfinite(out.r[i]);
   return out;
@@ -1979,9 +2096,16 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
   }
   const double gam = ref::gamma(tol.k_par, tol.type);
   const double gam_t = pt.lambda > 0 ? ref::tier_gamma(tol.k_par, tol.type, pt.lambda) : 0;
+  const bool aware = pt.lambda_a > 0 && sums.sq.size() == rows;
   const auto bound = [&](std::size_t i) {
-    return projection_bound_of(sums.sum[i], sums.max[i], ga[i], b.cols, inner, parts, gam, gam_t,
-                               pt.lambda_v);
+    projection_bound pb = projection_bound_of(sums.sum[i], sums.max[i], ga[i], b.cols, inner,
+                                              parts, gam, gam_t, pt.lambda_v);
+    if (aware)
+      pb.statistical =
+          std::min(pb.statistical,
+                   projection_data_aware_of(sums.sq[i], sums.sum[i], sums.max[i], ga[i], b.cols,
+                                            inner, parts, tol.k_par, tol.type, pt));
+    return pb;
   };
   double worst_rig = -1, worst_stat = -1;
   std::int64_t at_rig = -1, at_stat = -1;
@@ -2064,8 +2188,10 @@ std::string describe(const projection_judgement& j, const tolerance& tol, const 
      << "·rigorous bound " << j.rigorous << " (k_par=" << tol.k_par << ")";
   if (pt.lambda > 0)
     os << ", " << (j.stat_bound > 0 ? j.err / j.stat_bound : INFINITY) << "·statistical bound "
-       << j.stat_bound << " (λ=" << pt.lambda << ", λ_v=" << pt.lambda_v
-       << ", false-alarm probability ≤ " << pt.p_fail << ")";
+       << j.stat_bound << " (λ=" << pt.lambda << ", λ_v=" << pt.lambda_v;
+  if (pt.lambda > 0 && pt.lambda_a > 0)
+    os << ", data-aware λ_a=" << pt.lambda_a << ", λ_d=" << pt.lambda_d;
+  if (pt.lambda > 0) os << ", false-alarm probability ≤ " << pt.p_fail << ")";
   os << " [projection" << (j.statistical ? ", statistical" : "") << "]";
   return os.str();
 }

@@ -288,7 +288,7 @@ TEST(verdict, projection_holds_a_correct_block_and_catches_a_wrong_one) {
             const par::run_case c = case_of(line_of(dtype, layout, mode, seed));
             SCOPED_TRACE(c.to_string() + " output " + std::to_string(static_cast<int>(t)));
             const std::vector<par::chain_lengths> chains{{c.prob.K, c.prob.N, c.prob.M, {}}};
-            const projection_tier pt = projection_tier_of(c, chains, true, true, true);
+            const projection_tier pt = projection_tier_of(c, chains, true, true, true, false);
             EXPECT_GT(pt.lambda, 0.0);
             EXPECT_GT(pt.lambda_v, 0.0);
             // The per-case budget, up to the rounding of λ and λ_v in double, which
@@ -296,7 +296,12 @@ TEST(verdict, projection_holds_a_correct_block_and_catches_a_wrong_one) {
             const double eps = std::numeric_limits<double>::epsilon();
             EXPECT_LE(pt.p_fail,
                       ref::statistical_p_fail *
-                          (1 + 4 * eps * (pt.lambda * pt.lambda + pt.lambda_v * pt.lambda_v)));
+                          (1 + 4 * eps * (pt.lambda * pt.lambda + pt.lambda_v * pt.lambda_v +
+                                          pt.lambda_a * pt.lambda_a + pt.lambda_d * pt.lambda_d)));
+            // The data-aware bound on the sign-symmetric modes alone.
+            EXPECT_EQ(pt.lambda_a > 0, std::string(mode) == "uniform" ||
+                                           std::string(mode) == "wide" ||
+                                           std::string(mode) == "cancel");
             const tolerance tol = tolerance_of(c, chains, t, statistical_tier{pt.lambda, 0});
             par::block whole = whole_block(c, t);
             par::block tiled = whole;
@@ -350,7 +355,7 @@ TEST(verdict, projection_statistical_bound_fails_alone) {
       "backend=mpi");
   par::complete_and_validate(*reg.find("data_parallel"), c);
   const std::vector<par::chain_lengths> chains{{c.prob.K, c.prob.N, c.prob.M, {}}};
-  const projection_tier pt = projection_tier_of(c, chains, true, true, true);
+  const projection_tier pt = projection_tier_of(c, chains, true, true, true, false);
   const tolerance tol = tolerance_of(c, chains, tensor::y, statistical_tier{pt.lambda, 0});
   const par::block b = whole_block(c, tensor::y);
   const block_reference want = reference_of_block(c, tensor::y, b, {0, c.prob.K});
@@ -373,6 +378,70 @@ TEST(verdict, projection_statistical_bound_fails_alone) {
   EXPECT_TRUE(j.statistical);
   EXPECT_EQ(j.row, static_cast<std::int64_t>(row));
   EXPECT_NE(describe(j, tol, pt, "Y").find("[projection, statistical]"), std::string::npos);
+}
+
+// The data-aware bound (bound.hpp data_aware_bound) judges alone where it is the sharper one: a
+// long contraction of uniform f32 values (K = 16384), one element moved by the geometric mean of
+// its data-aware and magnitude-based statistical bounds. The element tier and the projection
+// tier both fail it as statistical; without λ_a (the magnitude-based tier alone) it passes.
+TEST(verdict, data_aware_bound_fails_alone) {
+  static const par::registry reg = par::builtin_strategies();
+  par::run_case c = par::run_case::parse(
+      "strategy=data_parallel p=1 M=4 N=8 K=16384 dtype=f32 layout=out_in mode=uniform seed=5 "
+      "backend=mpi");
+  par::complete_and_validate(*reg.find("data_parallel"), c);
+  const std::vector<par::chain_lengths> chains{{c.prob.K, c.prob.N, c.prob.M, {}}};
+  const statistical_tier tier = tier_of(c, chains, true, true, true, false);
+  ASSERT_TRUE(tier.data_aware());
+  EXPECT_FALSE(tier_of(c, chains, true, true, true, true).data_aware());  // P inputs
+  const tolerance tol = tolerance_of(c, chains, tensor::y, tier);
+  const par::block b = whole_block(c, tensor::y);
+  const block_reference want = reference_of_block(c, tensor::y, b, {0, c.prob.K});
+  ASSERT_EQ(want.sq.size(), want.mag.size());
+  const std::vector<double> aware = data_aware_bounds(tol, want);
+  ASSERT_EQ(aware.size(), want.mag.size());
+  const std::size_t at = 13;
+  const double plain = tol.statistical * want.mag[at] / (1 - ref::gamma(tol.k_mag, dtype::f64));
+  ASSERT_LT(4 * aware[at], plain);
+  any_matrix got = want.value;
+  auto& m = std::get<matrix<float>>(got);
+  EXPECT_FALSE(judge_block(tol, got, want).first.has_value());
+  float& e = m.data[at];
+  e = static_cast<float>(static_cast<double>(e) + std::sqrt(aware[at] * plain));
+  const judgement j = judge_block(tol, got, want);
+  ASSERT_TRUE(j.first.has_value());
+  EXPECT_TRUE(j.statistical);
+  EXPECT_EQ(j.first->row * b.cols + j.first->col, at);
+  EXPECT_NE(describe(j, tol, "Y").find("data-aware"), std::string::npos);
+  tolerance plain_tol = tol;
+  plain_tol.tier.lambda_a = plain_tol.tier.lambda_d = 0;
+  EXPECT_FALSE(judge_block(plain_tol, got, want).first.has_value());
+  // The projection tier on the same block: one element of a row moved by the geometric mean of
+  // the row's two statistical bounds.
+  const projection_tier pt = projection_tier_of(c, chains, true, true, true, false);
+  ASSERT_GT(pt.lambda_a, 0.0);
+  const projection_sums sums = projection_sums_of(c, tensor::y, b, {0, c.prob.K});
+  ASSERT_EQ(sums.sq.size(), static_cast<std::size_t>(b.rows));
+  got = want.value;
+  auto& pm = std::get<matrix<float>>(got);
+  const std::size_t row = at / b.cols;
+  double ga = 0;
+  for (std::size_t j = 0; j < pm.cols; ++j) ga += std::abs(static_cast<double>(pm.row(row)[j]));
+  const projection_bound pb = projection_bound_of(
+      sums.sum[row], sums.max[row], ga, b.cols, c.prob.K, 1, ref::gamma(c.prob.K, dtype::f32),
+      ref::tier_gamma(c.prob.K, dtype::f32, pt.lambda), pt.lambda_v);
+  const double da = projection_data_aware_of(sums.sq[row], sums.sum[row], sums.max[row], ga,
+                                             b.cols, c.prob.K, 1, c.prob.K, dtype::f32, pt);
+  ASSERT_LT(4 * da, pb.statistical);
+  float& pe = pm.row(row)[3];
+  pe = static_cast<float>(static_cast<double>(pe) + std::sqrt(da * pb.statistical));
+  const projection_judgement pj = judge_projection(c, tensor::y, b, got, sums, 1, tol, pt);
+  EXPECT_TRUE(pj.failed);
+  EXPECT_TRUE(pj.statistical);
+  EXPECT_EQ(pj.row, static_cast<std::int64_t>(row));
+  projection_tier plain_pt = pt;
+  plain_pt.lambda_a = plain_pt.lambda_d = 0;
+  EXPECT_FALSE(judge_projection(c, tensor::y, b, got, sums, 1, tol, plain_pt).failed);
 }
 
 }  // namespace

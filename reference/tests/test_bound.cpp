@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "shardcheck/reference/bound.hpp"
 
@@ -65,6 +66,33 @@ TEST(bound, lambda_for_meets_its_false_alarm_probability) {
   EXPECT_NEAR(false_alarm(1e10, lambda, u), 1e-9, 1e-12);
   EXPECT_GT(lambda_for(1e12, 1e-9, u), lambda);
   EXPECT_EQ(false_alarm(1e10, 0.0, u), 1.0);
+}
+
+
+// The data-aware bound (bound.hpp): λ_a·u·√(k·(λ_d·√q + γ_k·mag)² + q).
+TEST(bound, data_aware_bound_follows_its_formula) {
+  const double u = unit_roundoff(dtype::f64);
+  const double want = 7.0 * u * std::sqrt(100 * std::pow(10.0 * 2 + gamma(100, dtype::f64) * 10, 2) + 4);
+  EXPECT_NEAR(data_aware_bound(4, 10, 100, dtype::f64, 7.0, 10.0), want, 1e-14 * want);
+  EXPECT_EQ(data_aware_bound(0, 0, 100, dtype::f32, 7.0, 10.0), 0.0);
+  EXPECT_TRUE(std::isinf(data_aware_bound(INFINITY, 1, 100, dtype::f32, 7.0, 10.0)));
+  EXPECT_TRUE(std::isinf(data_aware_bound(1, 1, 1 << 25, dtype::f32, 7.0, 10.0)));  // k·u ≥ 1
+}
+
+// On uniform data (E|t| = 1/4, E t² = 1/9 for a product of two U(−1, 1)) it is sharper than
+// γ̃_k(λ)·mag for long sums, about √k·E|t|/(λ_d·√E t²), and looser for short ones: the tier takes
+// the smaller.
+TEST(bound, data_aware_bound_is_sharper_for_long_sums_of_signed_data) {
+  const double lambda = 9.4, la = 7.0, ld = 10.0, u = unit_roundoff(dtype::f32);
+  const auto both = [&](std::int64_t k) {
+    const auto kd = static_cast<double>(k);
+    return std::pair{gamma_tilde(k, u, lambda) * kd / 4,
+                     data_aware_bound(kd / 9, kd / 4, k, dtype::f32, la, ld)};
+  };
+  const auto [old16k, new16k] = both(16384);
+  EXPECT_GT(old16k / new16k, 5.0);
+  const auto [old16, new16] = both(16);
+  EXPECT_LT(old16, new16);
 }
 
 }  // namespace

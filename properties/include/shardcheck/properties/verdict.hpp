@@ -277,6 +277,9 @@ struct truth {
     std::vector<T> reference;
     std::vector<float> unrounded;  // b, for bf16 and f16 only
     std::vector<double> oracle, magnitude;
+    // Σ_k x_ik²·w_jk² where the data-aware bound applies (data_aware_applies) and no input value
+    // has a fixed sign (ref::fixed_sign); empty otherwise.
+    std::vector<double> squares;
   };
   output out[3];  // Y, dX, dW
 };
@@ -392,10 +395,13 @@ inline constexpr double projection_threshold = 0x1p33;
 // make together. λ = 0: the statistical tier is off (exact mode, no chains).
 struct projection_tier {
   double lambda = 0, lambda_v = 0, p_fail = 0, rows = 0;
+  // The data-aware bound's (statistical_tier), over the kernel's computation alone; 0: off.
+  double lambda_a = 0, lambda_d = 0;
 };
 [[nodiscard]] projection_tier projection_tier_of(const par::run_case& c,
                                                  std::span<const par::chain_lengths> chains,
-                                                 bool forward, bool backward, bool claimed);
+                                                 bool forward, bool backward, bool claimed,
+                                                 bool partial_inputs);
 
 // The signs v_j (±1) of output t's global columns `cols`, a pure function of (seed, output,
 // column): counter_hash on a stream no input uses.
@@ -412,6 +418,15 @@ struct projection_bound {
                                                    std::int64_t cols, std::int64_t inner, int parts,
                                                    double gamma, double gamma_tilde,
                                                    double lambda_v);
+// The data-aware statistical bound of the same row (projection_tier's λ_a, λ_d; off: +∞), from
+// Q = Σ_j q_ij = Σ_k a_ik²·Σ_j w_jk² beside S and X: Hoeffding over v on the elements'
+// data-aware bounds b_ij (ref::data_aware_bound for the kernel's chain k), whose
+// √(Σ_j b_ij²) ≤ λ_a·u·√(k·(λ_d·√Q + γ_k·√(X·S))² + Q) by Minkowski's inequality over j; plus
+// the check's own rounding, as projection_bound_of's.
+[[nodiscard]] double projection_data_aware_of(double sum_sq, double sum_mag, double max_mag,
+                                              double sum_got, std::int64_t cols,
+                                              std::int64_t inner, int parts, std::int64_t k,
+                                              dtype t, const projection_tier& pt);
 
 // One block judged by projection: its worst projected row (local index; the one with the largest
 // share of the rigorous bound, or, when only the statistical bound is exceeded, of that one), its
@@ -429,6 +444,9 @@ struct projection_judgement {
 // panel value was finite (else the block is declined).
 struct projection_sums {
   std::vector<double> r, sum, max;
+  // Q_i = Σ_k a_ik²·Σ_j w_jk² where the data-aware bound applies (empty otherwise), +∞ in a row
+  // with a term of two fixed-sign factors.
+  std::vector<double> sq;
   bool finite = true;
   std::int64_t flops = 0, panel_bytes = 0;
 };
@@ -558,9 +576,17 @@ template <class T>
 // `elements`·k roundings at ref::statistical_p_fail.
 struct oracle_shares {
   double rigorous = 0, statistical = 0, lambda = 0;
+  double data_aware = -1;  // data_aware_share's; −1: not measured
 };
 [[nodiscard]] oracle_shares oracle_shares_of(double max_u_mag, std::int64_t k,
                                              std::int64_t elements, dtype t);
+// The share of the data-aware bound (ref::data_aware_bound) one computation with chain k used,
+// the largest over the elements of |got − oracle| / (bound + u_f64·mag), λ_a over the elements and
+// λ_d over their trees' nodes, each at half of ref::statistical_p_fail. −1 without squares.
+[[nodiscard]] double data_aware_share(const std::vector<double>& got,
+                                      const std::vector<double>& oracle,
+                                      const std::vector<double>& mag,
+                                      const std::vector<double>& squares, std::int64_t k, dtype t);
 // bf16 and f16: the share of the window of one computation used, over the elements
 // (ref::window_share; > 1 is outside it). The window is around the oracle s (one rounding from
 // exact, ≤ u_f64·mag): the stored value must lie in [round_down(s − δ), round_up(s + δ)],
