@@ -402,8 +402,11 @@ std::string csv_of(const std::vector<cell>& cells) {
        << c.par.mean << ',' << c.ref.max << ',' << c.ref.mean << ',' << c.par_share.rigorous << ','
        << c.par_share.statistical << ',' << c.par_share.lambda << ',' << c.ref_share.rigorous << ','
        << c.ref_share.statistical << ',' << c.missing << ',' << c.par.nonfinite << ','
-       << c.conflicts << ',' << c.par_share.data_aware << ',' << c.ref_share.data_aware << ",\""
-       << c.replay << "\"\n";
+       << c.conflicts << ',';
+    if (c.par_share.data_aware >= 0) os << c.par_share.data_aware;  // empty: not applied
+    os << ',';
+    if (c.ref_share.data_aware >= 0) os << c.ref_share.data_aware;
+    os << ",\"" << c.replay << "\"\n";
   }
   return os.str();
 }
@@ -429,7 +432,8 @@ json cell_json(const cell& c) {
           {"lambda", c.par_share.lambda},
           {"reference_rigorous_share", num(c.ref_share.rigorous)},
           {"reference_statistical_share", num(c.ref_share.statistical)},
-          {"data_aware_share", c.par_share.data_aware < 0 ? json(nullptr) : num(c.par_share.data_aware)},
+          {"data_aware_share",
+           c.par_share.data_aware < 0 ? json(nullptr) : num(c.par_share.data_aware)},
           {"reference_data_aware_share",
            c.ref_share.data_aware < 0 ? json(nullptr) : num(c.ref_share.data_aware)},
           {"missing", c.missing},
@@ -978,9 +982,9 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
           mag_of[i] = &o.magnitude;
           squares_of[i] = &o.squares;
           if (!o.squares.empty())
-            ref_aware[i] = prop::data_aware_share(
-                std::vector<double>(o.reference.begin(), o.reference.end()), o.oracle, o.magnitude,
-                o.squares, o.k_ref, t);
+            ref_aware[i] =
+                prop::data_aware_share(std::vector<double>(o.reference.begin(), o.reference.end()),
+                                       o.oracle, o.magnitude, o.squares, o.k_ref, t);
           k_ref_of[i] = o.k_ref;
           ref_err[i] = measure(o.reference, o.oracle, o.magnitude, u);
           if (is_storage16(t)) {
@@ -1049,9 +1053,8 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
               ce.par_share = prop::oracle_shares_of(ce.par.max, std::max<std::int64_t>(ce.k_par, 1),
                                                     ce.elements, t);
               ce.ref_share = prop::oracle_shares_of(ce.ref.max, ce.k_ref, ce.elements, t);
-              ce.par_share.data_aware =
-                  prop::data_aware_share(gt.value, oracle, mag, *squares_of[i],
-                                         std::max<std::int64_t>(ce.k_par, 1), t);
+              ce.par_share.data_aware = prop::data_aware_share(
+                  gt.value, oracle, mag, *squares_of[i], std::max<std::int64_t>(ce.k_par, 1), t);
               ce.ref_share.data_aware = ref_aware[i];
             }
             cells.push_back(std::move(ce));

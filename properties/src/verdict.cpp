@@ -963,9 +963,9 @@ judgement judge_block(const tolerance& tol, std::size_t rows, std::size_t cols, 
     } else {
       w.rigorous = std::max(w.rigorous, share(err, bound_of(rig_per_mag, mag[i])));
       if (stat_on)
-        w.statistical = std::max(w.statistical, share(err, stat_bound != nullptr
-                                                               ? stat_bound[i]
-                                                               : bound_of(stat_per_mag, mag[i])));
+        w.statistical = std::max(
+            w.statistical,
+            share(err, stat_bound != nullptr ? stat_bound[i] : bound_of(stat_per_mag, mag[i])));
     }
   }
   if constexpr (is_16bit_v<T>) {
@@ -1244,7 +1244,9 @@ diagnosis diagnose_block(const tolerance& tol, bool statistical, std::size_t row
   const bool own = stat && stat_bound != nullptr;
   const fit_test<T> fits{got,
                          own ? stat_bound : mag,
-                         own ? 1.0 : stat ? tol.statistical : tol.rigorous,
+                         own    ? 1.0
+                         : stat ? tol.statistical
+                                : tol.rigorous,
                          own ? 1.0 : 1.0 - ref::gamma(tol.k_mag, dtype::f64),
                          own ? 0 : tol.k_mag,
                          tol.bitwise};
@@ -1790,8 +1792,7 @@ projection_tier projection_tier_of(const par::run_case& c,
   nodes *= c.p;
   pt.lambda_a = ref::lambda_for(elements, half / 4, 0);
   pt.lambda_d = ref::lambda_for(nodes, half / 4, 0);
-  pt.p_fail +=
-      ref::false_alarm(elements, pt.lambda_a, 0) + ref::false_alarm(nodes, pt.lambda_d, 0);
+  pt.p_fail += ref::false_alarm(elements, pt.lambda_a, 0) + ref::false_alarm(nodes, pt.lambda_d, 0);
   return pt;
 }
 
@@ -2098,13 +2099,12 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
   const double gam_t = pt.lambda > 0 ? ref::tier_gamma(tol.k_par, tol.type, pt.lambda) : 0;
   const bool aware = pt.lambda_a > 0 && sums.sq.size() == rows;
   const auto bound = [&](std::size_t i) {
-    projection_bound pb = projection_bound_of(sums.sum[i], sums.max[i], ga[i], b.cols, inner,
-                                              parts, gam, gam_t, pt.lambda_v);
+    projection_bound pb = projection_bound_of(sums.sum[i], sums.max[i], ga[i], b.cols, inner, parts,
+                                              gam, gam_t, pt.lambda_v);
     if (aware)
-      pb.statistical =
-          std::min(pb.statistical,
-                   projection_data_aware_of(sums.sq[i], sums.sum[i], sums.max[i], ga[i], b.cols,
-                                            inner, parts, tol.k_par, tol.type, pt));
+      pb.statistical = std::min(
+          pb.statistical, projection_data_aware_of(sums.sq[i], sums.sum[i], sums.max[i], ga[i],
+                                                   b.cols, inner, parts, tol.k_par, tol.type, pt));
     return pb;
   };
   double worst_rig = -1, worst_stat = -1;

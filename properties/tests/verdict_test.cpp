@@ -296,8 +296,9 @@ TEST(verdict, projection_holds_a_correct_block_and_catches_a_wrong_one) {
             const double eps = std::numeric_limits<double>::epsilon();
             EXPECT_LE(pt.p_fail,
                       ref::statistical_p_fail *
-                          (1 + 4 * eps * (pt.lambda * pt.lambda + pt.lambda_v * pt.lambda_v +
-                                          pt.lambda_a * pt.lambda_a + pt.lambda_d * pt.lambda_d)));
+                          (1 + 4 * eps *
+                                   (pt.lambda * pt.lambda + pt.lambda_v * pt.lambda_v +
+                                    pt.lambda_a * pt.lambda_a + pt.lambda_d * pt.lambda_d)));
             // The data-aware bound on the sign-symmetric modes alone.
             EXPECT_EQ(pt.lambda_a > 0, std::string(mode) == "uniform" ||
                                            std::string(mode) == "wide" ||
@@ -430,8 +431,8 @@ TEST(verdict, data_aware_bound_fails_alone) {
   const projection_bound pb = projection_bound_of(
       sums.sum[row], sums.max[row], ga, b.cols, c.prob.K, 1, ref::gamma(c.prob.K, dtype::f32),
       ref::tier_gamma(c.prob.K, dtype::f32, pt.lambda), pt.lambda_v);
-  const double da = projection_data_aware_of(sums.sq[row], sums.sum[row], sums.max[row], ga,
-                                             b.cols, c.prob.K, 1, c.prob.K, dtype::f32, pt);
+  const double da = projection_data_aware_of(sums.sq[row], sums.sum[row], sums.max[row], ga, b.cols,
+                                             c.prob.K, 1, c.prob.K, dtype::f32, pt);
   ASSERT_LT(4 * da, pb.statistical);
   float& pe = pm.row(row)[3];
   pe = static_cast<float>(static_cast<double>(pe) + std::sqrt(da * pb.statistical));

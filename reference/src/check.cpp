@@ -40,9 +40,10 @@ std::optional<mismatch> compare_block(std::size_t rows, std::size_t cols, const 
   // element_bound's factors, once per block (mag == 0 gives 0 through them as through it).
   const double inflate = 1.0 - gamma(opt.k_mag, dtype::f64);
   const double g_rig = gamma(opt.k_par, t) + gamma(opt.k_ref, t);
-  const double g_stat = statistical && opt.stat_bound == nullptr ? tier_gamma(opt.k_par, t, opt.lambda) +
-                                                               tier_gamma(opt.k_ref, t, opt.lambda)
-                                                         : 0.0;
+  const double g_stat =
+      statistical && opt.stat_bound == nullptr
+          ? tier_gamma(opt.k_par, t, opt.lambda) + tier_gamma(opt.k_ref, t, opt.lambda)
+          : 0.0;
   const auto bound_of = [&](double g, double m) {
     if (m == 0.0) return 0.0;
     if (!(inflate > 0.0)) return std::numeric_limits<double>::infinity();

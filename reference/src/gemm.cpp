@@ -118,8 +118,7 @@ void magnitude_forward(weight_layout layout, std::size_t rows, std::size_t n_out
 
 template <class T>
 void magnitude_backward_dx(weight_layout layout, std::size_t rows, std::size_t n_out,
-                           std::size_t k_in, const T* dy, const T* w, double* out,
-                           bool squares) {
+                           std::size_t k_in, const T* dy, const T* w, double* out, bool squares) {
   const auto ady = absolute(dy, rows * n_out, squares);
   const auto aw = absolute(w, n_out * k_in, squares);
   linear_backward_dx<double>(layout, rows, n_out, k_in, ady.data(), aw.data(), out);
@@ -127,8 +126,7 @@ void magnitude_backward_dx(weight_layout layout, std::size_t rows, std::size_t n
 
 template <class T>
 void magnitude_backward_dw(weight_layout layout, std::size_t rows, std::size_t n_out,
-                           std::size_t k_in, const T* dy, const T* x, double* out,
-                           bool squares) {
+                           std::size_t k_in, const T* dy, const T* x, double* out, bool squares) {
   const auto ady = absolute(dy, rows * n_out, squares);
   const auto ax = absolute(x, rows * k_in, squares);
   linear_backward_dw<double>(layout, rows, n_out, k_in, ady.data(), ax.data(), out, false);
@@ -144,9 +142,9 @@ void magnitude_backward_dw(weight_layout layout, std::size_t rows, std::size_t n
   template void linear_backward_dw<T>(weight_layout, std::size_t, std::size_t, std::size_t,       \
                                       const T*, const T*, T*, bool);                              \
   template void magnitude_forward<T>(weight_layout, std::size_t, std::size_t, std::size_t,        \
-                                     const T*, const T*, double*, bool);                                \
+                                     const T*, const T*, double*, bool);                          \
   template void magnitude_backward_dx<T>(weight_layout, std::size_t, std::size_t, std::size_t,    \
-                                         const T*, const T*, double*, bool);                            \
+                                         const T*, const T*, double*, bool);                      \
   template void magnitude_backward_dw<T>(weight_layout, std::size_t, std::size_t, std::size_t,    \
                                          const T*, const T*, double*, bool);
 

@@ -68,11 +68,11 @@ TEST(bound, lambda_for_meets_its_false_alarm_probability) {
   EXPECT_EQ(false_alarm(1e10, 0.0, u), 1.0);
 }
 
-
 // The data-aware bound (bound.hpp): λ_a·u·√(k·(λ_d·√q + γ_k·mag)² + q).
 TEST(bound, data_aware_bound_follows_its_formula) {
   const double u = unit_roundoff(dtype::f64);
-  const double want = 7.0 * u * std::sqrt(100 * std::pow(10.0 * 2 + gamma(100, dtype::f64) * 10, 2) + 4);
+  const double want =
+      7.0 * u * std::sqrt(100 * std::pow(10.0 * 2 + gamma(100, dtype::f64) * 10, 2) + 4);
   EXPECT_NEAR(data_aware_bound(4, 10, 100, dtype::f64, 7.0, 10.0), want, 1e-14 * want);
   EXPECT_EQ(data_aware_bound(0, 0, 100, dtype::f32, 7.0, 10.0), 0.0);
   EXPECT_TRUE(std::isinf(data_aware_bound(INFINITY, 1, 100, dtype::f32, 7.0, 10.0)));

@@ -424,9 +424,9 @@ struct projection_bound {
 // √(Σ_j b_ij²) ≤ λ_a·u·√(k·(λ_d·√Q + γ_k·√(X·S))² + Q) by Minkowski's inequality over j; plus
 // the check's own rounding, as projection_bound_of's.
 [[nodiscard]] double projection_data_aware_of(double sum_sq, double sum_mag, double max_mag,
-                                              double sum_got, std::int64_t cols,
-                                              std::int64_t inner, int parts, std::int64_t k,
-                                              dtype t, const projection_tier& pt);
+                                              double sum_got, std::int64_t cols, std::int64_t inner,
+                                              int parts, std::int64_t k, dtype t,
+                                              const projection_tier& pt);
 
 // One block judged by projection: its worst projected row (local index; the one with the largest
 // share of the rigorous bound, or, when only the statistical bound is exceeded, of that one), its
