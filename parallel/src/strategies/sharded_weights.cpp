@@ -1,6 +1,7 @@
 #include "strategies/sharded_weights.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -18,10 +19,15 @@ bucket_plan plan_buckets(const run_case& c, std::int64_t bytes) {
   bucket_plan b;
   b.rows = dim_length(c.prob, names.first);
   b.cols = dim_length(c.prob, names.second);
-  const auto row_bytes = b.cols * static_cast<std::int64_t>(size_of(c.prob.type));
+  // Saturated and divided without a sum, so that no size near INT64_MAX overflows (a row of
+  // more bytes than that takes a bucket of its own).
+  const auto es = static_cast<std::int64_t>(size_of(c.prob.type));
+  const std::int64_t row_bytes = b.cols > std::numeric_limits<std::int64_t>::max() / es
+                                     ? std::numeric_limits<std::int64_t>::max()
+                                     : b.cols * es;
   b.per_bucket =
       row_bytes == 0 ? b.rows : std::min(b.rows, std::max<std::int64_t>(1, bytes / row_bytes));
-  b.count = b.rows == 0 ? 0 : (b.rows + b.per_bucket - 1) / b.per_bucket;
+  b.count = b.rows == 0 ? 0 : (b.rows - 1) / b.per_bucket + 1;
   return b;
 }
 

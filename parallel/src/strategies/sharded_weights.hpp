@@ -62,11 +62,14 @@ struct bucket_plan {
   std::int64_t per_bucket = 0;      // b
   std::int64_t count = 0;           // ⌈R / b⌉
   [[nodiscard]] std::int64_t lo(std::int64_t i) const { return i * per_bucket; }
+  // min(R, (i + 1)·b) for i < count, in a form that cannot overflow (lo(i) < R there).
   [[nodiscard]] std::int64_t hi(std::int64_t i) const {
-    return std::min(rows, (i + 1) * per_bucket);
+    return lo(i) + std::min(per_bucket, rows - lo(i));
   }
-  // Rows of the largest pair of consecutive buckets: min(2b, R).
-  [[nodiscard]] std::int64_t pair_rows() const { return std::min(2 * per_bucket, rows); }
+  // Rows of the largest pair of consecutive buckets: min(2b, R) (b ≤ R), without forming 2b.
+  [[nodiscard]] std::int64_t pair_rows() const {
+    return per_bucket + std::min(per_bucket, rows - per_bucket);
+  }
 };
 // The plan for a budget of `bytes` per bucket; plan_buckets(c) is that of B = c.param("bucket").
 [[nodiscard]] bucket_plan plan_buckets(const run_case& c, std::int64_t bytes);
