@@ -373,9 +373,9 @@ struct mutant_set::impl {
   std::vector<mutant_operator> operators;
   std::vector<mutant_cell> cells;
   std::vector<std::unique_ptr<par::kernel>> owned;
-  mutant_cell hang;
-  mutant_cell empty_shard;     // the final shrinking pass's test, outside the matrix like hang
-  mutant_cell default_claims;  // the tree all-reduce's ledger test, outside the matrix
+  // Outside the matrix (mutants.hpp): the hang mutant first, then the final shrinking pass's
+  // test, the tree all-reduce's ledger test and the large-K test.
+  std::vector<mutant_cell> outside;
 };
 
 mutant_set::mutant_set(int max_p) : impl_(std::make_unique<impl>()) {
@@ -467,26 +467,24 @@ void mutant_set::build(const std::vector<const par::registry*>& strategies, int 
     }
   }
   auto log = std::make_shared<fire_log>();
-  m.hang = {cell_name("unanswered", "data_parallel"),
-            "unanswered",
-            "data_parallel",
-            false,
-            subject{find("data_parallel"),
-                    wrap_with(layer_position::below, maker<mutants::unanswered>(), log)},
-            log};
-  if (const par::kernel* dp = find("data_parallel")) {
-    auto empty_log = std::make_shared<fire_log>();
-    const std::string name = cell_name("empty_shard", "data_parallel");
-    m.owned.push_back(std::make_unique<mutants::empty_shard_off_by_one>(*dp, name, empty_log));
-    m.empty_shard = {
-        name, "empty_shard", "data_parallel", false, subject{m.owned.back().get(), {}}, empty_log};
-    auto claims_log = std::make_shared<fire_log>();
-    const std::string claims_name = cell_name("default_claims", "data_parallel");
-    m.owned.push_back(std::make_unique<mutants::default_claims>(*dp, claims_name, claims_log));
-    m.default_claims = {
-        claims_name, "default_claims", "data_parallel", false, subject{m.owned.back().get(), {}},
-        claims_log};
-  }
+  m.outside.push_back({cell_name("unanswered", "data_parallel"), "unanswered", "data_parallel",
+                       false,
+                       subject{find("data_parallel"),
+                               wrap_with(layer_position::below, maker<mutants::unanswered>(), log)},
+                       log});
+  // A kernel decorator on a host, outside the matrix.
+  const auto outside = [&]<class D>(const char* op, const char* host) {
+    const par::kernel* k = find(host);
+    if (k == nullptr) return;
+    auto own_log = std::make_shared<fire_log>();
+    const std::string name = cell_name(op, host);
+    m.owned.push_back(std::make_unique<D>(*k, name, own_log));
+    m.outside.push_back({name, op, host, false, subject{m.owned.back().get(), {}}, own_log});
+  };
+  outside.template operator()<mutants::empty_shard_off_by_one>("empty_shard", "data_parallel");
+  outside.template operator()<mutants::default_claims>("default_claims", "data_parallel");
+  outside.template operator()<mutants::last_k_dropped>("last_k_dropped", "data_parallel");
+  outside.template operator()<mutants::last_k_dropped>("last_k_dropped", "row_parallel");
 }
 
 mutant_set::~mutant_set() = default;
@@ -497,15 +495,12 @@ const mutant_cell* mutant_set::cell(std::string_view name) const {
   // The old names, for old replay lines: mutant.dp_drop_last_shard, …, mutant.dp_hang.
   if (name.starts_with("mutant.")) {
     const std::string_view old = name.substr(7);
-    if (old == "dp_hang") return cell(impl_->hang.name);
+    if (old == "dp_hang") return cell(impl_->outside.front().name);
     for (const old_mutant& o : old_table)
       if (o.old_name == old) return cell(o.cell);
   }
-  if (impl_->hang.name == name && impl_->hang.s.k != nullptr) return &impl_->hang;
-  if (impl_->empty_shard.name == name && impl_->empty_shard.s.k != nullptr)
-    return &impl_->empty_shard;
-  if (impl_->default_claims.name == name && impl_->default_claims.s.k != nullptr)
-    return &impl_->default_claims;
+  for (const mutant_cell& c : impl_->outside)
+    if (c.name == name && c.s.k != nullptr) return &c;
   return nullptr;
 }
 

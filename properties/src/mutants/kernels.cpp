@@ -106,6 +106,29 @@ void copies_w::forward(par::context& ctx, const par::run_case& c, const par::for
       io.x);
 }
 
+// --- last_k_dropped ---------------------------------------------------------------------------
+
+void last_k_dropped::forward(par::context& ctx, const par::run_case& c,
+                             const par::forward_io& io) const {
+  const off_meter hide(bytes_of(io.x));
+  par::any_matrix x = io.x;
+  const bool changed = std::visit(
+      [](auto& m) {
+        using T = typename std::decay_t<decltype(m.data)>::value_type;
+        bool any = false;
+        if (m.cols == 0) return false;
+        for (std::size_t i = 0; i < m.rows; ++i) {
+          T& v = m.row(i)[m.cols - 1];
+          any = any || v != T(0);
+          v = T(0);
+        }
+        return any;
+      },
+      x);
+  if (changed) fired();
+  inner_.forward(ctx, c, par::forward_io{x, io.ws, io.y});
+}
+
 // --- last_w_rows_reversed ---------------------------------------------------------------------
 
 namespace {

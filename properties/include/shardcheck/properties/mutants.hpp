@@ -26,12 +26,14 @@
 //
 // Naming: the cell of operator `op` on strategy `s` is `mutant.op@s` — the name a case line's
 // `strategy=` carries, so a failing case replays with `verify --replay`. find(name) resolves
-// every cell, applicable or not, and two mutants never in the matrix: the hang mutant
+// every cell, applicable or not, and the mutants never in the matrix: the hang mutant
 // `mutant.unanswered@data_parallel` (rank 0 waits for a message nobody sends; the watchdog's
-// test) and `mutant.empty_shard@data_parallel` (Y's first element one too large whenever some
-// rank holds no rows of X; the final shrinking pass's test) and
+// test), `mutant.empty_shard@data_parallel` (Y's first element one too large whenever some
+// rank holds no rows of X; the final shrinking pass's test),
 // `mutant.default_claims@data_parallel` (claims the default algorithms' collectives when the case
-// chose the tree all-reduce; the ledger's test of the tree).
+// chose the tree all-reduce; the ledger's test of the tree) and
+// `mutant.last_k_dropped@data_parallel` and `@row_parallel` (each rank's last term of its local
+// contraction dropped in forward: the large-K test of the statistical and projection tiers).
 //
 // Applicability (the matrix's `-`) is decided from the claims: a fault operator applies to a
 // strategy whose cost() lists the collective it targets, on a comm of ≥ 2 ranks (≥ 3 for the
