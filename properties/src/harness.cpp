@@ -804,9 +804,8 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         }
         if (shared) {
           // Every member takes part in the sum, whatever happened here: [failed, non-finite,
-          // r, S, X].
-          // [failed, non-finite, r, S, X] and Q where the data-aware bound applies (a function
-          // of the case: the same on every member).
+          // r, S, X] and Q where the data-aware bound applies (a function of the case: the same
+          // on every member).
           const auto rows = static_cast<std::size_t>(tp.region.rows);
           const std::size_t fields = data_aware_applies(c, false) ? 4 : 3;
           std::vector<double> buf(2 + fields * rows, 0.0);
