@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/properties/verdict.hpp"
 
 namespace shardcheck::prop {
 
@@ -54,10 +55,17 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
     add(total, mul3(weights, 96, 1));
     add(total, mul3(rows, 80, 1));
   } else {
+    // The element tier's reference per element: the expected value, its magnitude and, where the
+    // data-aware bound applies, its squares. A projected block (verdict.hpp judged_by_projection;
+    // values that may hold NaN or Inf can fall back to the element tier) holds four doubles per
+    // row instead: r, S, X and Q.
+    const bool projected = judged_by_projection(c) && c.mode != value_mode::nonfinite &&
+                           c.mode != value_mode::zero_inf;
+    const std::int64_t per_element = e + 8 + (data_aware_applies(c, false) ? 8 : 0);
     for (const par::tensor_slot& o : plan.outputs) {
       const par::block& b = plan[o].region;
       if (b.rows == 0 || b.cols == 0) continue;
-      add(total, mul3(b.rows, b.cols, e + 8));  // the expected value and its magnitude
+      add(total, projected ? mul3(b.rows, 4, 8) : mul3(b.rows, b.cols, per_element));
       // The input panels expect() generates: Y needs X's rows and W's, dX dY's rows and W's,
       // dW the M rows of dY and X in its columns — over the rank's share of the inner dimension
       // when r ranks hold the block (replicated on mesh axes of r ranks in all): data_parallel's
