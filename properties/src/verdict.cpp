@@ -197,11 +197,6 @@ mixed_windows mixed_windows_of(const par::run_case& c, std::span<const par::chai
   return w;
 }
 
-bool data_aware_applies(const par::run_case& c, bool partial_inputs) {
-  return !partial_inputs && !is_storage16(c.prob.type) && c.prob.layers() == 1 &&
-         ref::signs_symmetric(c.mode);
-}
-
 bool placed_partial(const par::case_plan& plan) {
   return std::any_of(plan.tensors.begin(), plan.tensors.end(), [](const par::tensor_plan& t) {
     return std::any_of(t.where.begin(), t.where.end(), [](const par::placement& pl) {
@@ -1742,20 +1737,6 @@ double tier_bound_in_u(std::int64_t k, dtype t, double lambda) {
 }
 
 // --- the projection tier ----------------------------------------------------------------------
-
-std::string projection_declines(const par::run_case& c) {
-  if (c.prob.layers() > 1) return "a stack";
-  if (is_storage16(c.prob.type)) return std::string(to_string(c.prob.type)) + " storage";
-  if (c.mode == value_mode::exact) return "exact mode";
-  return {};
-}
-
-bool judged_by_projection(const par::run_case& c) {
-  if (c.check == par::check_method::reference || !projection_declines(c).empty()) return false;
-  if (c.check == par::check_method::projection) return true;
-  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
-  return d(c.prob.M) * d(c.prob.N) * d(c.prob.K) > projection_threshold;
-}
 
 projection_tier projection_tier_of(const par::run_case& c,
                                    std::span<const par::chain_lengths> chains, bool forward,
