@@ -358,20 +358,19 @@ void product_of(const par::run_case& c, tensor t, const block& b, par::index_run
   products_of<S>(c, t, b, inner, a, w, out, mag, false);
   if (sq == nullptr) return;
   products_of<S>(c, t, b, inner, a, w, nullptr, sq, true);
+  const auto any_fixed = [&](const matrix<S>& m) {
+    return std::any_of(m.data.begin(), m.data.end(),
+                       [&](S v) { return ref::fixed_sign(c.mode, v); });
+  };
+  // Rare (uniform's −1 in both panels): only then count the terms with two of them.
+  if (!any_fixed(a) || !any_fixed(w)) return;
   const auto fixed = [&](const matrix<S>& m) {
     matrix<S> f(m.rows, m.cols);
-    bool any = false;
     for (std::size_t i = 0; i < m.data.size(); ++i)
-      if (ref::fixed_sign(c.mode, m.data[i])) {
-        f.data[i] = S(1);
-        any = true;
-      }
-    return std::pair{std::move(f), any};
+      if (ref::fixed_sign(c.mode, m.data[i])) f.data[i] = S(1);
+    return f;
   };
-  auto [fa, in_a] = fixed(a);
-  if (!in_a) return;
-  auto [fw, in_w] = fixed(w);
-  if (!in_w) return;  // rare (uniform's −1 in both panels): count the terms with two of them
+  const matrix<S> fa = fixed(a), fw = fixed(w);
   std::vector<double> both(static_cast<std::size_t>(b.rows) * static_cast<std::size_t>(b.cols));
   products_of<S>(c, t, b, inner, fa, fw, nullptr, both.data(), false);
   for (std::size_t i = 0; i < both.size(); ++i)
