@@ -572,7 +572,7 @@ strategy_report driver::check(const std::string& name, const subject& s, const s
       par::run_case c = *gen;
       c.strategy = name;
       if (!failing) report.declined = tally.declined;
-      if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c).bytes > o.memory_limit) {
+      if (o.memory_limit != INT64_MAX && footprint_of(*s.k, c, o.mask).bytes > o.memory_limit) {
         ++over_limit;
         return {evaluation::discard, "above the memory limit"};
       }

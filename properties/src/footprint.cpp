@@ -26,7 +26,10 @@ std::int64_t mul3(std::int64_t a, std::int64_t b, std::int64_t c) {
 }  // namespace
 
 std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
-                            std::span<const int> coords) {
+                            std::span<const int> coords, unsigned mask) {
+  const auto on = [&](property q) { return (mask & static_cast<unsigned>(q)) != 0; };
+  // The properties that run the kernel again and keep its outputs beside the first run's.
+  const bool again = on(property::determinism) || on(property::memory) || on(property::invariance);
   const par::case_plan plan = par::plan_of(k, c, coords);
   const problem& p = c.prob;
   const auto e = static_cast<std::int64_t>(size_of(p.type));
@@ -35,10 +38,12 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
   for (const par::tensor_plan& t : plan.tensors) {
     const std::int64_t bytes = mul3(t.region.rows, t.region.cols, e);
     add(blocks, bytes);
-    if (!t.is_input()) add(total, bytes);  // the determinism re-run's second copy
+    if (!t.is_input() && again) add(total, bytes);  // a re-run's second copy
   }
   add(total, blocks);
-  if (p.layers() > 1) {
+  if (!on(property::forward) && !on(property::backward)) {
+    // No output judged: no reference.
+  } else if (p.layers() > 1) {
     // The whole stack's reference on every rank (stack_expect, twice with the statistical tier):
     // X, dY, each W_l and dW_l, each layer's output and gradient, as values, bounds and
     // magnitudes. Per element, from verify's max RSS per rank at 2 ranks (column_row_pair, f64:
@@ -57,15 +62,25 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
   } else {
     // The element tier's reference per element: the expected value, its magnitude and, where the
     // data-aware bound applies, its squares. A projected block (verdict.hpp judged_by_projection;
-    // values that may hold NaN or Inf can fall back to the element tier) holds four doubles per
-    // row instead: r, S, X and Q.
+    // values that may hold NaN or Inf can fall back to the element tier) holds instead, in
+    // doubles, per row the m vectors' r and g and S, X, Q and G, per inner index the m pairs
+    // hi + lo and a, max, and per column the m signs.
     const bool projected = judged_by_projection(c) && c.mode != value_mode::nonfinite &&
                            c.mode != value_mode::zero_inf;
     const std::int64_t per_element = e + 8 + (data_aware_applies(c, false) ? 8 : 0);
     for (const par::tensor_slot& o : plan.outputs) {
       const par::block& b = plan[o].region;
       if (b.rows == 0 || b.cols == 0) continue;
-      add(total, projected ? mul3(b.rows, 4, 8) : mul3(b.rows, b.cols, per_element));
+      if (!on(o.t == tensor::y ? property::forward : property::backward)) continue;  // not judged
+      const std::int64_t inner = o.t == tensor::y ? p.K : o.t == tensor::dx ? p.N : p.M;
+      if (projected) {
+        const std::int64_t m = projection_vectors;
+        add(total, mul3(b.rows, 2 * m + 4, 8));
+        add(total, mul3(inner, 2 * m + 2, 8));
+        add(total, mul3(b.cols, m, 8));
+      } else {
+        add(total, mul3(b.rows, b.cols, per_element));
+      }
       // The input panels expect() generates: Y needs X's rows and W's, dX dY's rows and W's,
       // dW the M rows of dY and X in its columns — over the rank's share of the inner dimension
       // when r ranks hold the block (replicated on mesh axes of r ranks in all): data_parallel's
@@ -73,7 +88,6 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
       std::int64_t replicas = 1;
       for (std::size_t a = 0; a < plan[o].where.size() && a < plan.dims.size(); ++a)
         if (plan[o].where[a].what == par::placement::kind::replicate) replicas *= plan.dims[a];
-      const std::int64_t inner = o.t == tensor::y ? p.K : o.t == tensor::dx ? p.N : p.M;
       const std::int64_t share = inner / replicas + (inner % replicas != 0 ? 1 : 0);
       add(total, mul3(checked_add(b.rows, b.cols, "footprint"), share, e));
     }
@@ -83,11 +97,11 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
   return total;
 }
 
-footprint footprint_of(const par::kernel& k, const par::run_case& c) {
+footprint footprint_of(const par::kernel& k, const par::run_case& c, unsigned mask) {
   footprint out;
   const std::vector<int> dims = k.mesh_dims(c);
   for (int r = 0; r < c.p; ++r) {
-    const std::int64_t bytes = rank_footprint(k, c, par::coords_of(r, dims));
+    const std::int64_t bytes = rank_footprint(k, c, par::coords_of(r, dims), mask);
     if (bytes > out.bytes) out = {bytes, r};
   }
   return out;
@@ -154,8 +168,9 @@ std::int64_t default_memory_limit(int ranks_here) {
   return per_rank;
 }
 
-void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t limit) {
-  const footprint f = footprint_of(k, c);
+void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t limit,
+                     unsigned mask) {
+  const footprint f = footprint_of(k, c, mask);
   if (f.bytes <= limit) return;
   throw invalid_problem("case for " + k.name() + " needs " + human_bytes(f.bytes) + " on rank " +
                         std::to_string(f.rank) +

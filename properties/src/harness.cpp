@@ -786,9 +786,10 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
     };
     if (projected) {
       // Replicas of one block (share_of's group) split its inner dimension as for the reference:
-      // each computes r, S and X over its part, summed across them (one sum of 3·rows doubles),
-      // so that the check's panels stay those of its own share as p grows (data_parallel's dW:
-      // M/p rows of dY and X each). A tiled block is projected whole by each of its ranks.
+      // each computes r, S and X over its part, summed across them (one sum of (m + 2)·rows
+      // doubles, m vectors), so that the check's panels stay those of its own share as p grows
+      // (data_parallel's dW: M/p rows of dY and X each). A tiled block is projected whole by each
+      // of its ranks.
       try {
         const any_matrix& mine_out = got->out(t);
         const bool shared = group != MPI_COMM_NULL && !sh.tiles;
@@ -804,30 +805,32 @@ void check_outputs(case_run& run, par::comm& case_comm, const par::case_plan* pl
         }
         if (shared) {
           // Every member takes part in the sum, whatever happened here: [failed, non-finite,
-          // r, S, X] and Q where the data-aware bound applies (a function of the case: the same
-          // on every member).
+          // r (m per row), S, X] and Q where the data-aware bound applies (a function of the
+          // case: the same on every member).
           const auto rows = static_cast<std::size_t>(tp.region.rows);
-          const std::size_t fields = data_aware_applies(c, false) ? 4 : 3;
+          const auto m = static_cast<std::size_t>(projection_vectors);
+          const bool aware = data_aware_applies(c, false);
+          const std::size_t fields = m + (aware ? 3 : 2);
           std::vector<double> buf(2 + fields * rows, 0.0);
           buf[0] = error.empty() ? 0 : 1;
           buf[1] = sums.finite ? 0 : 1;
-          if (error.empty() && sums.r.size() == rows)
-            for (std::size_t e = 0; e < rows; ++e) {
-              buf[2 + e] = sums.r[e];
-              buf[2 + rows + e] = sums.sum[e];
-              buf[2 + 2 * rows + e] = sums.max[e];
-              if (fields == 4) buf[2 + 3 * rows + e] = sums.sq.size() == rows ? sums.sq[e] : 0;
-            }
+          double* const r = buf.data() + 2;
+          double* const s = r + m * rows;
+          double* const x = s + rows;
+          double* const q = x + rows;
+          if (error.empty() && sums.r.size() == m * rows) {
+            std::copy(sums.r.begin(), sums.r.end(), r);
+            std::copy(sums.sum.begin(), sums.sum.end(), s);
+            std::copy(sums.max.begin(), sums.max.end(), x);
+            if (aware && sums.sq.size() == rows) std::copy(sums.sq.begin(), sums.sq.end(), q);
+          }
           sum_across(buf.data(), buf.size(), group);
           if (buf[0] > 0 && error.empty()) error = "a replica's share of the projection failed";
           sums.finite = buf[1] == 0;
-          const auto at = [&](std::size_t f) {
-            return buf.begin() + 2 + static_cast<std::ptrdiff_t>(f * rows);
-          };
-          sums.r.assign(at(0), at(1));
-          sums.sum.assign(at(1), at(2));
-          sums.max.assign(at(2), at(3));
-          if (fields == 4) sums.sq.assign(at(3), at(4));
+          sums.r.assign(r, r + m * rows);
+          sums.sum.assign(s, s + rows);
+          sums.max.assign(x, x + rows);
+          if (aware) sums.sq.assign(q, q + rows);
         }
         if (group != MPI_COMM_NULL) MPI_Comm_free(&group);
         if (!error.empty()) throw std::runtime_error(error);

@@ -1752,8 +1752,10 @@ projection_tier projection_tier_of(const par::run_case& c,
   const bool aware = data_aware_applies(c, partial_inputs);
   // The elements' half: all to γ̃'s λ, or (data-aware) half of it, a quarter each to λ_a, λ_d.
   pt.lambda = ref::lambda_for(events, aware ? half / 2 : half, u);
-  pt.lambda_v = ref::lambda_for(pt.rows, half, 0);  // √(2·ln(2·rows/(p/2))): Hoeffding's
-  pt.p_fail = ref::false_alarm(events, pt.lambda, u) + ref::false_alarm(pt.rows, pt.lambda_v, 0);
+  // The rows' root mean square over the m vectors: a χ²_m/m tail per row (ref::rms_lambda_for).
+  pt.lambda_v = ref::rms_lambda_for(pt.rows, half, projection_vectors);
+  pt.p_fail = ref::false_alarm(events, pt.lambda, u) +
+              ref::rms_false_alarm(pt.rows, pt.lambda_v, projection_vectors);
   if (!aware) return pt;
   // The kernel's computation of every element of every rank's block, and its tree's nodes
   // (tier_of's count for one computation).
@@ -1783,9 +1785,12 @@ std::vector<double> projection_signs(const par::run_case& c, tensor t,
   std::vector<double> v;
   for (const par::index_run& r : cols)
     for (std::int64_t j = r.offset; j < r.offset + r.length; ++j)
-      v.push_back((ref::counter_hash(c.seed, stream, 0, static_cast<std::uint64_t>(j)) >> 63) != 0
-                      ? -1.0
-                      : 1.0);
+      for (int q = 0; q < projection_vectors; ++q)
+        v.push_back((ref::counter_hash(c.seed, stream, static_cast<std::uint64_t>(q),
+                                       static_cast<std::uint64_t>(j)) >>
+                     63) != 0
+                        ? -1.0
+                        : 1.0);
   return v;
 }
 
@@ -1866,10 +1871,9 @@ struct strided {
   std::size_t si, sk;
 };
 
-// Per inner index k of panel q (C indices × d): s_k = Σ_j q_jk·v_j as an unevaluated pair
-// hi + lo (Ogita, Rump & Oishi's Sum2 without its last rounding: the terms are exact, v = ±1, and
-// |hi + lo − s_k| ≤ γ_{C−1}²·a_k), a_k = Σ_j |q_jk|, m_k = max_j |q_jk|; false when a value is
-// not finite.
+// The number of sign vectors, as an index.
+constexpr std::size_t nv = projection_vectors;
+
 // The data-aware bound's sums beside the projection's (projection_sums::sq).
 struct squares_of {
   value_mode mode = value_mode::uniform;
@@ -1877,14 +1881,19 @@ struct squares_of {
   std::vector<char> fixed;       // per k: some w_jk has a fixed sign (ref::fixed_sign)
 };
 
+// Per inner index k of panel q (C indices × d) and vector r: s_kr = Σ_j q_jk·v_rj as an
+// unevaluated pair hi + lo (hi[k·m + r], lo[k·m + r]: Ogita, Rump & Oishi's Sum2 without its last
+// rounding: the terms are exact, v = ±1, and |hi + lo − s_kr| ≤ γ_{C−1}²·a_k), a_k = Σ_j |q_jk|,
+// mx_k = max_j |q_jk|; false when a value is not finite. The m vectors of one k are summed side by
+// side (the innermost loop, independent chains).
 template <class S>
 bool project_columns(const strided<S>& q, std::size_t n, std::size_t d, const double* v,
                      std::vector<double>& hi, std::vector<double>& lo, std::vector<double>& a,
-                     std::vector<double>& m, squares_of* sq) {
-  hi.assign(d, 0.0);
-  lo.assign(d, 0.0);
+                     std::vector<double>& mx, squares_of* sq) {
+  hi.assign(d * nv, 0.0);
+  lo.assign(d * nv, 0.0);
   a.assign(d, 0.0);
-  m.assign(d, 0.0);
+  mx.assign(d, 0.0);
   bool finite = true;
   if (sq != nullptr) {  // Σ_j w_jk² and whether some w_jk has a fixed sign, per k
     sq->col.assign(d, 0.0);
@@ -1896,38 +1905,31 @@ bool project_columns(const strided<S>& q, std::size_t n, std::size_t d, const do
         if (ref::fixed_sign(sq->mode, x)) sq->fixed[k] = 1;
       }
   }
-  if (q.sk == 1) {  // index-major: row j holds its d inner values
+  // In tiles of inner indices, so that a tile's pairs stay in cache while every index j passes.
+  constexpr std::size_t tile = 32;
+  for (std::size_t k0 = 0; k0 < d; k0 += tile) {
+    const std::size_t k1 = std::min(d, k0 + tile);
+    double* h = hi.data() + k0 * nv;
+    double* l = lo.data() + k0 * nv;
     for (std::size_t j = 0; j < n; ++j) {
-      const S* row = q.data + j * q.si;
-      for (std::size_t k = 0; k < d; ++k) {
-        const auto x = static_cast<double>(row[k]);
-        double e = 0;
-        two_sum(hi[k], x * v[j], hi[k], e);
-        lo[k] += e;
+      const double* vj = v + j * nv;
+      const S* xj = q.data + j * q.si;
+      for (std::size_t k = k0; k < k1; ++k) {
+        const auto x = static_cast<double>(xj[k * q.sk]);
+        double* hk = h + (k - k0) * nv;
+        double* lk = l + (k - k0) * nv;
+        for (std::size_t r = 0; r < nv; ++r) {
+          double e = 0;
+          two_sum(hk[r], x * vj[r], hk[r], e);
+          lk[r] += e;
+        }
         a[k] += std::abs(x);
-        m[k] = std::max(m[k], std::abs(x));
+        mx[k] = std::max(mx[k], std::abs(x));
       }
-    }
-  } else {  // inner-major: row k holds the n indices
-    for (std::size_t k = 0; k < d; ++k) {
-      const S* row = q.data + k * q.sk;
-      double h = 0, l = 0, ak = 0, mk = 0;
-      for (std::size_t j = 0; j < n; ++j) {
-        const auto x = static_cast<double>(row[j]);
-        double e = 0;
-        two_sum(h, x * v[j], h, e);
-        l += e;
-        ak += std::abs(x);
-        mk = std::max(mk, std::abs(x));
-      }
-      hi[k] = h;
-      lo[k] = l;
-      a[k] = ak;
-      m[k] = mk;
     }
   }
   for (std::size_t k = 0; k < d && finite; ++k)
-    finite = std::isfinite(a[k]) && std::isfinite(hi[k]);
+    finite = std::isfinite(a[k]) && std::isfinite(hi[k * nv]);
   return finite;
 }
 
@@ -1940,17 +1942,17 @@ inline void dot2_add(double x, double y, double& p, double& c) {
   c += q + r;
 }
 
-// Per index i of panel l (R indices × d): r_i = Σ_k l_ik·(hi_k + lo_k) by Dot2 over its 2d terms,
-// rounded once (|r̂_i − Σ_k l_ik·(hi_k + lo_k)| ≤ u·|r_i| + γ_{2d+1}²·Σ_k |l_ik|(|hi_k| + |lo_k|)),
-// S_i = Σ_k |l_ik|·a_k, X_i = Σ_k |l_ik|·m_k.
+// Per index i of panel l (R indices × d) and vector r: r_ir = Σ_k l_ik·(hi_kr + lo_kr) by Dot2
+// over its 2d terms, rounded once (|r̂_ir − Σ_k l_ik·(hi_kr + lo_kr)| ≤ u·|r_ir| +
+// γ_{2d+1}²·Σ_k |l_ik|(|hi_kr| + |lo_kr|)), S_i = Σ_k |l_ik|·a_k, X_i = Σ_k |l_ik|·mx_k.
 template <class S>
 void project_rows(const strided<S>& l, std::size_t n, std::size_t d, const std::vector<double>& hi,
                   const std::vector<double>& lo, const std::vector<double>& a,
-                  const std::vector<double>& m, std::vector<double>& r, std::vector<double>& sum,
-                  std::vector<double>& mx, squares_of* sq) {
-  r.assign(n, 0.0);
+                  const std::vector<double>& mx, std::vector<double>& r, std::vector<double>& sum,
+                  std::vector<double>& xs, squares_of* sq) {
+  r.assign(n * nv, 0.0);
   sum.assign(n, 0.0);
-  mx.assign(n, 0.0);
+  xs.assign(n, 0.0);
   if (sq != nullptr) {  // Q_i = Σ_k a_ik²·Σ_j w_jk², +∞ where a fixed sign meets one
     sq->row.assign(n, 0.0);
     for (std::size_t i = 0; i < n; ++i)
@@ -1962,34 +1964,32 @@ void project_rows(const strided<S>& l, std::size_t n, std::size_t d, const std::
           sq->row[i] = std::numeric_limits<double>::infinity();
       }
   }
-  if (l.sk == 1) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const S* row = l.data + i * l.si;
-      double p = 0, c = 0, si = 0, xi = 0;
-      for (std::size_t k = 0; k < d; ++k) {
-        const auto x = static_cast<double>(row[k]);
-        dot2_add(x, hi[k], p, c);
-        dot2_add(x, lo[k], p, c);
-        si += std::abs(x) * a[k];
-        xi += std::abs(x) * m[k];
-      }
-      r[i] = p + c;
-      sum[i] = si;
-      mx[i] = xi;
-    }
-  } else {
-    std::vector<double> c(n, 0.0);
+  // In tiles of rows, each row's m pairs (p, c) side by side, so that a tile's stay in cache
+  // while every inner index k passes.
+  constexpr std::size_t tile = 16;
+  std::vector<double> p(tile * nv), c(tile * nv);
+  for (std::size_t i0 = 0; i0 < n; i0 += tile) {
+    const std::size_t i1 = std::min(n, i0 + tile);
+    std::fill(p.begin(), p.end(), 0.0);
+    std::fill(c.begin(), c.end(), 0.0);
     for (std::size_t k = 0; k < d; ++k) {
-      const S* row = l.data + k * l.sk;
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto x = static_cast<double>(row[i]);
-        dot2_add(x, hi[k], r[i], c[i]);
-        dot2_add(x, lo[k], r[i], c[i]);
+      const double* h = hi.data() + k * nv;
+      const double* o = lo.data() + k * nv;
+      for (std::size_t i = i0; i < i1; ++i) {
+        const auto x = static_cast<double>(l.data[i * l.si + k * l.sk]);
+        double* pi = p.data() + (i - i0) * nv;
+        double* ci = c.data() + (i - i0) * nv;
+        for (std::size_t q = 0; q < nv; ++q) {
+          dot2_add(x, h[q], pi[q], ci[q]);
+          dot2_add(x, o[q], pi[q], ci[q]);
+        }
         sum[i] += std::abs(x) * a[k];
-        mx[i] += std::abs(x) * m[k];
+        xs[i] += std::abs(x) * mx[k];
       }
     }
-    for (std::size_t i = 0; i < n; ++i) r[i] += c[i];
+    for (std::size_t i = i0; i < i1; ++i)
+      for (std::size_t q = 0; q < nv; ++q)
+        r[i * nv + q] = p[(i - i0) * nv + q] + c[(i - i0) * nv + q];
   }
 }
 
@@ -1998,12 +1998,14 @@ projection_sums sums_of(const par::run_case& c, tensor t, const block& b, par::i
   projection_sums out;
   const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
   const auto d = static_cast<std::size_t>(inner.length);
-  // Nominal: 2 per multiply-add of s, S, X (and r), as the reference's are counted; the
-  // compensation's error-free transformations take about ten times as many operations.
-  out.flops = checked_mul(6 * (b.rows + b.cols), inner.length, "check flops");
+  // Nominal: 2 per multiply-add of each vector's s and r and of S, X, as the reference's are
+  // counted; the compensation's error-free transformations take about ten times as many
+  // operations.
+  out.flops = checked_mul(checked_mul(2 * (projection_vectors + 1), b.rows + b.cols, "check flops"),
+                          inner.length, "check flops");
   out.panel_bytes = checked_mul(b.rows + b.cols, inner.length, "check bytes") *
                     static_cast<std::int64_t>(sizeof(S));
-  out.r.assign(rows, 0.0);
+  out.r.assign(rows * nv, 0.0);
   out.sum.assign(rows, 0.0);
   out.max.assign(rows, 0.0);
   if (rows == 0 || cols == 0 || d == 0) return out;
@@ -2037,7 +2039,7 @@ projection_sums sums_of(const par::run_case& c, tensor t, const block& b, par::i
   project_rows(l, rows, d, hi, lo, sa, sm, out.r, out.sum, out.max, sq);
   if (sq != nullptr) out.sq = std::move(squares.row);
   for (std::size_t i = 0; i < rows && out.finite; ++i)
-    out.finite = std::isfinite(out.sum[i]) && std::isfinite(out.r[i]);
+    out.finite = std::isfinite(out.sum[i]) && std::isfinite(out.r[i * nv]);
   return out;
 }
 
@@ -2048,27 +2050,32 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
   projection_judgement j;
   const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
   const std::int64_t inner = inner_of(c.prob, t);
-  j.flops = checked_mul(2 * (b.rows + 3), b.cols, "check flops");
+  j.flops = checked_mul(checked_mul(2 * projection_vectors, b.rows, "check flops") + 6 * b.rows,
+                        b.cols, "check flops");
   if (rows == 0 || cols == 0) return j;
-  if (!sums.finite || sums.r.size() != rows) {
+  if (!sums.finite || sums.r.size() != rows * nv) {
     j.declined = true;
     return j;
   }
-  // The kernel's block projected: g = B̂·v (Sum2 of exact terms: within u·|g| + γ_{C−1}²·G) and
-  // G = Σ_j |B̂_ij|.
+  // The kernel's block projected: g_ir = (B̂·v_r)_i (Sum2 of exact terms: within u·|g| +
+  // γ_{C−1}²·G) and G_i = Σ_j |B̂_ij|.
   const std::vector<double> v = projection_signs(c, t, par::runs_of_cols(b));
-  std::vector<double> g(rows, 0.0), ga(rows, 0.0);
+  std::vector<double> g(rows * nv, 0.0), ga(rows, 0.0);
   for (std::size_t i = 0; i < rows; ++i) {
     const S* row = got.row(i);
-    double gi = 0, gl = 0, ai = 0;
+    double gi[nv] = {}, gl[nv] = {};
+    double ai = 0;
     for (std::size_t jj = 0; jj < cols; ++jj) {
       const auto x = static_cast<double>(row[jj]);
-      double e = 0;
-      two_sum(gi, x * v[jj], gi, e);
-      gl += e;
+      const double* vj = v.data() + jj * nv;
+      for (std::size_t q = 0; q < nv; ++q) {
+        double e = 0;
+        two_sum(gi[q], x * vj[q], gi[q], e);
+        gl[q] += e;
+      }
       ai += std::abs(x);
     }
-    g[i] = gi + gl;
+    for (std::size_t q = 0; q < nv; ++q) g[i * nv + q] = gi[q] + gl[q];
     ga[i] = ai;
     if (!std::isfinite(ai)) {
       j.declined = true;
@@ -2087,13 +2094,32 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
                                                    b.cols, inner, parts, tol.k_par, tol.type, pt));
     return pb;
   };
+  // A row's errors: the largest over the vectors (and which), and their root mean square.
+  struct row_error {
+    double largest = 0, rms = 0;
+    std::size_t at = 0;
+  };
+  const auto error_of = [&](std::size_t i) {
+    row_error e;
+    double squares = 0;
+    for (std::size_t q = 0; q < nv; ++q) {
+      const double d = std::abs(g[i * nv + q] - sums.r[i * nv + q]);
+      if (d > e.largest || q == 0) {
+        e.largest = d;
+        e.at = q;
+      }
+      squares += d * d;
+    }
+    e.rms = std::sqrt(squares / static_cast<double>(nv));
+    return e;
+  };
   double worst_rig = -1, worst_stat = -1;
   std::int64_t at_rig = -1, at_stat = -1;
   for (std::size_t i = 0; i < rows; ++i) {
     const projection_bound pb = bound(i);
-    const double err = std::abs(g[i] - sums.r[i]);
-    const double rig = pb.rigorous > 0 ? err / pb.rigorous : (err > 0 ? INFINITY : 0);
-    const double st = pb.statistical > 0 ? err / pb.statistical : (err > 0 ? INFINITY : 0);
+    const row_error e = error_of(i);
+    const double rig = pb.rigorous > 0 ? e.largest / pb.rigorous : (e.largest > 0 ? INFINITY : 0);
+    const double st = pb.statistical > 0 ? e.rms / pb.statistical : (e.rms > 0 ? INFINITY : 0);
     if (rig > worst_rig) {
       worst_rig = rig;
       at_rig = static_cast<std::int64_t>(i);
@@ -2110,9 +2136,12 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
   j.row = j.statistical ? at_stat : at_rig;
   const auto i = static_cast<std::size_t>(j.row);
   const projection_bound pb = bound(i);
-  j.err = std::abs(g[i] - sums.r[i]);
-  j.got = g[i];
-  j.expected = sums.r[i];
+  const row_error e = error_of(i);
+  j.err = e.rms;
+  j.err_max = e.largest;
+  j.vector = static_cast<int>(e.at);
+  j.got = g[i * nv + e.at];
+  j.expected = sums.r[i * nv + e.at];
   j.rigorous = pb.rigorous;
   j.stat_bound = pb.statistical;
   return j;
@@ -2161,13 +2190,15 @@ std::string describe(const projection_judgement& j, const tolerance& tol, const 
   if (!j.failed) return {};
   std::ostringstream os;
   os.precision(17);
-  os << block_where << ", projected on signs v over the block's columns: (got·v)_i = " << j.got
-     << ", (A·(Wᵀ·v))_i = " << j.expected;
+  os << block_where << ", projected on " << projection_vectors
+     << " sign vectors v over the block's columns: on v_" << j.vector + 1
+     << ", (got·v)_i = " << j.got << ", (A·(Wᵀ·v))_i = " << j.expected;
   os.precision(3);
-  os << ", error " << j.err << " = " << (j.rigorous > 0 ? j.err / j.rigorous : INFINITY)
+  os << ", error " << j.err_max << " = " << (j.rigorous > 0 ? j.err_max / j.rigorous : INFINITY)
      << "·rigorous bound " << j.rigorous << " (k_par=" << tol.k_par << ")";
   if (pt.lambda > 0)
-    os << ", " << (j.stat_bound > 0 ? j.err / j.stat_bound : INFINITY) << "·statistical bound "
+    os << "; over the " << projection_vectors << ", root mean square error " << j.err << " = "
+       << (j.stat_bound > 0 ? j.err / j.stat_bound : INFINITY) << "·statistical bound "
        << j.stat_bound << " (λ=" << pt.lambda << ", λ_v=" << pt.lambda_v;
   if (pt.lambda > 0 && pt.lambda_a > 0)
     os << ", data-aware λ_a=" << pt.lambda_a << ", λ_d=" << pt.lambda_d;

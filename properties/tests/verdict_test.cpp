@@ -218,25 +218,33 @@ TEST(verdict, projection_bound_of_adds_the_checks_own_rounding) {
   EXPECT_EQ(off.statistical, off.rigorous);
 }
 
-// The signs: a pure function of (seed, output, column), ±1, about half of each; another output
-// or seed draws others.
+// The signs: a pure function of (seed, output, vector, column), ±1, about half of each; another
+// output, vector or seed draws others.
 TEST(verdict, projection_signs_are_counter_based) {
   const par::run_case c = case_of(line_of("f64", "out_in", "uniform", 5));
+  const auto m = static_cast<std::size_t>(projection_vectors);
   const par::index_run all{0, 4000};
   const std::vector<double> v = projection_signs(c, tensor::y, std::span(&all, 1));
-  ASSERT_EQ(v.size(), 4000u);
+  ASSERT_EQ(v.size(), 4000u * m);
   EXPECT_EQ(v, projection_signs(c, tensor::y, std::span(&all, 1)));
-  double sum = 0;
-  for (double x : v) {
-    EXPECT_TRUE(x == 1.0 || x == -1.0);
-    sum += x;
+  std::vector<double> sums(m, 0.0);
+  for (std::size_t e = 0; e < v.size(); ++e) {
+    EXPECT_TRUE(v[e] == 1.0 || v[e] == -1.0);
+    sums[e % m] += v[e];
   }
-  EXPECT_LT(std::abs(sum), 400.0);  // 6.3 standard deviations
+  for (const double sum : sums) EXPECT_LT(std::abs(sum), 400.0);  // 6.3 standard deviations
+  // The vectors are not one another: each pair agrees on about half of the columns.
+  for (std::size_t a = 0; a < m; ++a)
+    for (std::size_t b = a + 1; b < m; ++b) {
+      double agree = 0;
+      for (std::size_t j = 0; j < 4000; ++j) agree += v[j * m + a] * v[j * m + b];
+      EXPECT_LT(std::abs(agree), 400.0);
+    }
   EXPECT_NE(v, projection_signs(c, tensor::dw, std::span(&all, 1)));
   // Columns 1000-1999 alone are the same signs as within all of them.
   const par::index_run part{1000, 1000};
   const std::vector<double> w = projection_signs(c, tensor::y, std::span(&part, 1));
-  EXPECT_TRUE(std::equal(w.begin(), w.end(), v.begin() + 1000));
+  EXPECT_TRUE(std::equal(w.begin(), w.end(), v.begin() + static_cast<std::ptrdiff_t>(1000 * m)));
 }
 
 // When auto picks the projection: above 2^33 multiply-adds, for what it can judge.

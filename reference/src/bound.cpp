@@ -58,6 +58,27 @@ double lambda_for(double events, double p_fail, double u) {
   return std::sqrt(2.0 * std::log(2.0 * events / p_fail)) / (1.0 - u);
 }
 
+double rms_false_alarm(double events, double lambda, int m) {
+  const double tau = lambda * lambda;
+  if (!(tau > 1.0) || m < 1) return 1.0;
+  if (!(events >= 1.0)) events = 1.0;
+  return std::min(1.0, events * std::exp(-0.5 * m * (tau - 1.0 - std::log(tau))));
+}
+double rms_lambda_for(double events, double p_fail, int m) {
+  if (!(events >= 1.0)) events = 1.0;
+  // τ − 1 − ln τ rises from 0 at τ = 1: bisect for the τ where it meets 2·ln(events/p)/m, then
+  // step up until the probability holds (the bisection's last rounding).
+  const double target = 2.0 * std::log(events / p_fail) / m;
+  double lo = 1.0, hi = 2.0;
+  while (hi - 1.0 - std::log(hi) < target) hi *= 2.0;
+  for (int i = 0; i < 200 && hi - lo > hi * 1e-15; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (mid - 1.0 - std::log(mid) < target ? lo : hi) = mid;
+  }
+  double lambda = std::sqrt(hi);
+  while (rms_false_alarm(events, lambda, m) > p_fail) lambda = std::nextafter(lambda, INFINITY);
+  return lambda;
+}
 double false_alarm(double events, double lambda, double u) {
   const double q = lambda * (1.0 - u);
   return std::min(1.0, 2.0 * events * std::exp(-q * q / 2.0));

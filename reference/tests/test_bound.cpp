@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "shardcheck/reference/bound.hpp"
 
@@ -57,6 +58,52 @@ TEST(bound, gamma_tilde_is_the_probabilistic_form) {
   EXPECT_NEAR(gamma_tilde(16384, u, 9.4), 9.4 * 128 * u, 1e-4 * 9.4 * 128 * u);
   EXPECT_LT(gamma_tilde(16384, u, 9.4), gamma(16384, dtype::f32) / 10);
   EXPECT_TRUE(std::isinf(gamma_tilde(1 << 30, 0x1p-8, 9.0)));
+}
+
+// The projection tier's λ_v: the root mean square of m projected errors over `events` rows.
+TEST(bound, rms_lambda_for_meets_its_false_alarm_probability) {
+  const double lambda = rms_lambda_for(1e5, 5e-10, 8);
+  EXPECT_NEAR(lambda, 3.42, 0.01);
+  EXPECT_LE(rms_false_alarm(1e5, lambda, 8), 5e-10);
+  EXPECT_GT(rms_false_alarm(1e5, std::nextafter(lambda, 0.0), 8), 5e-10 * (1 - 1e-9));
+  EXPECT_LT(rms_lambda_for(1e5, 5e-10, 64), rms_lambda_for(1e5, 5e-10, 8));
+  EXPECT_GT(rms_lambda_for(1e9, 5e-10, 8), lambda);
+  EXPECT_EQ(rms_false_alarm(1e5, 1.0, 8), 1.0);
+  // Against Hoeffding's for one vector at the same budget: √(2·ln(2·events/p)).
+  EXPECT_LT(2 * lambda, lambda_for(1e5, 5e-10, 0));
+}
+
+// The χ² domination it rests on, measured: m = 8 Rademacher projections of a fixed error row
+// whose energy sits in a few entries (the least Gaussian case), their mean square over σ² beyond
+// τ = 2.5, in 2·10⁵ draws, against the Chernoff bound exp(−(m/2)(τ − 1 − ln τ)) = 0.097.
+TEST(bound, rms_projection_tail_is_within_its_bound) {
+  const int m = 8;
+  const std::vector<double> e{3.0, -1.0, 0.5, 2.0, 0.25};
+  double sigma2 = 0;
+  for (const double x : e) sigma2 += x * x;
+  const double tau = 2.5;
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  const auto bit = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return (state >> 40) & 1u;
+  };
+  const int draws = 200000;
+  int beyond = 0;
+  for (int n = 0; n < draws; ++n) {
+    double squares = 0;
+    for (int r = 0; r < m; ++r) {
+      double z = 0;
+      for (const double x : e) z += bit() != 0 ? x : -x;
+      squares += z * z;
+    }
+    if (squares >= m * tau * sigma2) ++beyond;
+  }
+  const double bound = rms_false_alarm(1, std::sqrt(tau), m);
+  EXPECT_NEAR(bound, 0.097, 0.001);
+  EXPECT_LT(static_cast<double>(beyond) / draws, bound);
+  EXPECT_GT(beyond, 0);  // the tail is reached: the comparison says something
 }
 
 TEST(bound, lambda_for_meets_its_false_alarm_probability) {

@@ -314,7 +314,7 @@ prop::case_pins shape_pins(const verify_options& o) {
 // values its validation accepts (checked on a small probe case).
 void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& chosen,
                 const std::map<std::string, std::int64_t>& pinned, const prop::case_pins& shape,
-                int p, int ranks, std::int64_t limit) {
+                int p, int ranks, std::int64_t limit, unsigned mask) {
   for (const auto& [n, s] : chosen) {
     const par::kernel_info& info = s->info();
     par::run_case probe;
@@ -362,7 +362,7 @@ void check_pins(const std::vector<std::pair<std::string, const par::kernel*>>& c
       continue;  // the pins hold (declining comes last); the generators draw what it takes
     }
     try {
-      prop::check_footprint(*s, probe, limit);
+      prop::check_footprint(*s, probe, limit, mask);
     } catch (const error& e) {
       throw usage_error("--memory-limit is below the smallest case (M = " +
                         std::to_string(probe.prob.M) + ", N = " + std::to_string(probe.prob.N) +
@@ -430,7 +430,7 @@ struct replay_plan {
 // named kernel rejects, are bad usage; a case needing more workers than launched is skipped.
 replay_plan plan_replays(const catalogue& cat, const std::vector<corpus::line>& lines,
                          const std::string& where, const chosen_list& chosen, bool corpus_mode,
-                         int ranks, std::int64_t limit) {
+                         int ranks, std::int64_t limit, unsigned mask) {
   replay_plan plan;
   for (const corpus::line& l : lines) {
     const std::string at = where + ":" + std::to_string(l.number);
@@ -473,7 +473,7 @@ replay_plan plan_replays(const catalogue& cat, const std::vector<corpus::line>& 
         continue;
       }
       try {
-        prop::check_footprint(cat.need(t), c, limit);
+        prop::check_footprint(cat.need(t), c, limit, mask);
       } catch (const error& e) {
         plan.skipped.push_back(at + ": " + e.what());
         continue;
@@ -797,14 +797,14 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
                         std::to_string(world.size()) + " ranks were launched (mpirun -n " +
                         std::to_string(replay_case.p) + ")");
     par::complete_and_validate(k, replay_case);
-    prop::check_footprint(k, replay_case, limit);
+    prop::check_footprint(k, replay_case, limit, mask);
     if (!o.dump.empty()) dump::check_dumpable(replay_case);
   }
   const std::map<std::string, std::int64_t> pinned = parse_pins(o, chosen);
   if (o.p < 0 || o.p > world.size())
     throw usage_error("--p " + std::to_string(o.p) + ": between 1 and the " +
                       std::to_string(world.size()) + " ranks launched");
-  check_pins(chosen, pinned, shape_pins(o), o.p, world.size(), limit);
+  check_pins(chosen, pinned, shape_pins(o), o.p, world.size(), limit, mask);
   // The leader reads the replay lines (stdin reaches rank 0 only) and tries the result files;
   // every rank learns whether that went well.
   if (o.baseline.empty() && (!o.baseline_fail.empty() || o.baseline_update))
@@ -825,7 +825,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
       if (!o.replay_file.empty())
         plan = plan_replays(cat, corpus::read_lines(o.replay_file, false),
                             o.replay_file == "-" ? "stdin" : o.replay_file, chosen, false,
-                            world.size(), limit);
+                            world.size(), limit, mask);
       // A file of cases none of which runs here judges nothing: that is no pass.
       if (!o.replay_file.empty() && plan.cases.empty()) {
         std::string why;
@@ -835,7 +835,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
       }
       if (!o.corpus.empty())
         plan = plan_replays(cat, corpus::read_lines(o.corpus, true), o.corpus, chosen, true,
-                            world.size(), limit);
+                            world.size(), limit, mask);
       write_results(o, new_run(o, mask, world.size(), program));
       for (const auto& [option, path] :
            {std::pair{"--log-cases", &o.log_cases}, std::pair{"--corpus", &o.corpus}}) {

@@ -9,24 +9,28 @@
 #include <string_view>
 
 #include "shardcheck/parallel/kernel.hpp"
+#include "shardcheck/properties/harness.hpp"
 
 namespace shardcheck::prop {
 
-// Bytes rank `coords` holds for case c (completed and validated): its inputs' and outputs'
-// blocks (outputs twice: the determinism re-run), the reference of its output blocks with the
-// input panels the reference reads (a share of the inner dimension when r ranks hold the block)
-// and a double magnitude per element (a stack's whole
-// reference, which every rank computes), and the kernel's claimed peak above its inputs — or
-// its blocks once more when it claims none. Checked arithmetic: invalid_problem on overflow.
+// Bytes rank `coords` holds for case c (completed and validated) when the properties of `mask`
+// (harness.hpp) are checked: its inputs' and outputs' blocks (outputs twice where determinism,
+// memory or invariance runs the kernel again), the reference of each judged output block (Y with
+// forward, dX and dW with backward) with the input panels the reference reads (a share of the
+// inner dimension when r ranks hold the block) and a double magnitude per element (a stack's
+// whole reference, which every rank computes), and the kernel's claimed peak above its inputs —
+// or its blocks once more when it claims none. Checked arithmetic: invalid_problem on overflow.
 [[nodiscard]] std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
-                                          std::span<const int> coords);
+                                          std::span<const int> coords,
+                                          unsigned mask = all_properties);
 
 struct footprint {
   std::int64_t bytes = 0;  // the largest rank's
   int rank = 0;            // which
 };
 // The largest rank_footprint over c's p ranks.
-[[nodiscard]] footprint footprint_of(const par::kernel& k, const par::run_case& c);
+[[nodiscard]] footprint footprint_of(const par::kernel& k, const par::run_case& c,
+                                     unsigned mask = all_properties);
 
 // The default limit per rank: three quarters of this machine's memory, shared by the
 // `ranks_here` ranks running on it, where the machine's memory is the lowest of its physical
@@ -38,7 +42,8 @@ struct footprint {
 // Throws invalid_problem when case c's footprint is above `limit` bytes per rank, e.g.
 // "case for data_parallel needs 120.0 GiB on rank 0 (harness buffers, reference and the kernel's
 // claimed peak), above the memory limit of 4.0 GiB per rank (--memory-limit)".
-void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t limit);
+void check_footprint(const par::kernel& k, const par::run_case& c, std::int64_t limit,
+                     unsigned mask = all_properties);
 
 // The default limit for the ranks of MPI_COMM_WORLD on this rank's node (MPI_Comm_split_type).
 [[nodiscard]] std::int64_t default_memory_limit_here();

@@ -342,39 +342,52 @@ template <class T>
 // --- the projection tier ------------------------------------------------------------------------
 
 // A second way to judge a single f32 / f64 layer's output block B (rows R, columns C, inner
-// dimension d, from the panels A_R, W_C the reference would use), in O(|R|·d + |C|·d) work and
-// memory instead of the reference's O(|R|·|C|·d): with v ∈ {±1}^C independent Rademacher signs
-// drawn from the case's seed and the output (projection_signs: every rank and replay draws the
-// same), each row i compares g_i = (B̂·v)_i, the kernel's block projected in double, with
-// r_i = (A_R·(W_Cᵀ·v))_i in double. For a correct kernel, e_ij = B̂_ij − B_ij is within the element
-// tier's bound b_ij = γ·mag_ij (mag = |A|·|W|ᵀ, γ the kernel's chain's γ_k_par: r is the exact
-// product up to its own rounding, bounded below, so no γ_k_ref), and
-//   rigorous:     |Σ_j v_j e_ij| ≤ Σ_j b_ij = γ_kpar·(|A_R|·(|W_C|ᵀ·1))_i = γ_kpar·S_i;
-//   statistical:  v is independent of the errors, so (Hoeffding) P(|Σ_j v_j e_ij| > t) ≤
-//                 2·exp(−t²/(2·Σ_j e_ij²)), and Σ_j e_ij² ≤ γ̃²·max_j mag_ij·S_i ≤ γ̃²·X_i·S_i with
-//                 X_i = (|A_R|·max_j|W_C|)_i ≥ max_j mag_ij: t = λ_v·γ̃_kpar(λ)·√(X_i·S_i).
-// To both is added the rounding of the check itself, in double (u = 2⁻⁵³) with compensated sums
-// (Ogita, Rump & Oishi's Sum2 and Dot2, error-free transformations): W_Cᵀ·v as pairs hi + lo, r_i
-// by Dot2 over the 2d terms a_ik·hi_k, a_ik·lo_k and rounded once, within
-// (2u + 2γ_q + 2γ_{2d+1}² + γ_C²)·S_i (q the parts it is summed from: the holders of a replicated
-// block split d among them, their parts added in double), and g_i by Sum2, within
-// (2u + γ_C²)·Σ_j|B̂_ij| — about (q + 2)·u·S_i, against the (C + d)·u·S_i of plain sums, which
-// would outweigh the statistical bound in f64. S_i, X_i and Σ_j|B̂_ij|, sums of nonnegative terms
-// in double, are inflated by 1/(1 − γ_{C+d+q+2}). The statistical tier keeps the element tier's
-// false-alarm budget per case, ref::statistical_p_fail, split in halves: λ for the element bounds'
-// rounding events (statistical_events) at p/2, λ_v over every projected row of the case (p ranks ×
-// the rows of each judged output, each rank's block at most all of them) at p/2.
+// dimension d, from the panels A_R, W_C the reference would use), in O(m·(|R|·d + |C|·d)) work
+// and O(|R|·m + |C|·m + d·m) memory beyond the panels instead of the reference's O(|R|·|C|·d):
+// with m = projection_vectors sign vectors v_1 … v_m ∈ {±1}^C, independent Rademacher signs drawn
+// from the case's seed and the output (projection_signs: every rank and replay draws the same),
+// each row i compares g_ir = (B̂·v_r)_i, the kernel's block projected in double, with
+// r_ir = (A_R·(W_Cᵀ·v_r))_i in double. For a correct kernel, e_ij = B̂_ij − B_ij is within the
+// element tier's bound b_ij = γ·mag_ij (mag = |A|·|W|ᵀ, γ the kernel's chain's γ_k_par: r is the
+// exact product up to its own rounding, bounded below, so no γ_k_ref), and
+//   rigorous:     every vector's |Σ_j v_rj e_ij| ≤ Σ_j b_ij = γ_kpar·(|A_R|·(|W_C|ᵀ·1))_i
+//                 = γ_kpar·S_i;
+//   statistical:  the v_r are independent of the errors and of each other, so the mean of the m
+//                 squares (Σ_j v_rj e_ij)² is dominated by σ_i² = Σ_j e_ij² times a χ² of m
+//                 degrees of freedom over m (ref::rms_lambda_for), and Σ_j e_ij² ≤
+//                 γ̃²·max_j mag_ij·S_i ≤ γ̃²·X_i·S_i with X_i = (|A_R|·max_j|W_C|)_i ≥
+//                 max_j mag_ij: the rows' root mean square error within λ_v·γ̃_kpar(λ)·√(X_i·S_i).
+// To both is added the rounding of the check itself (per vector; the root mean square of errors
+// each within it is too), in double (u = 2⁻⁵³) with compensated sums (Ogita, Rump & Oishi's Sum2
+// and Dot2, error-free transformations): W_Cᵀ·v_r as pairs hi + lo, r_ir by Dot2 over the 2d
+// terms a_ik·hi_kr, a_ik·lo_kr and rounded once, within (2u + 2γ_q + 2γ_{2d+1}² + γ_C²)·S_i (q the
+// parts it is summed from: the holders of a replicated block split d among them, their parts
+// added in double), and g_ir by Sum2, within (2u + γ_C²)·Σ_j|B̂_ij| — about (q + 2)·u·S_i, against
+// the (C + d)·u·S_i of plain sums, which would outweigh the statistical bound in f64. S_i, X_i and
+// Σ_j|B̂_ij|, sums of nonnegative terms in double, are inflated by 1/(1 − γ_{C+d+q+2}). The
+// statistical tier keeps the element tier's false-alarm budget per case, ref::statistical_p_fail,
+// split in halves: λ for the element bounds' rounding events (statistical_events) at p/2, λ_v over
+// every projected row of the case (p ranks × the rows of each judged output, each rank's block at
+// most all of them) at p/2.
+//
+// Why m vectors and their mean square: one vector's error (Σ_j v_j e_ij) is σ_i times a single
+// draw of about unit size, which Hoeffding's λ_v (≈ 8 over 10⁵ rows) must cover; an error of rank
+// one (e_ij = x_i·y_j: a dropped or doubled term of the contraction) draws the same factor
+// Σ_j v_j·y_j on every row, so its largest row gains nothing from the number of rows and reads
+// λ_v/|draw| times its σ. The mean of m squares concentrates: λ_v = 3.42 at m = 8 over 10⁵ rows.
 //
 // Inputs of one magnitude (|a|, |w| ≈ m) give S_i ≈ C·d·m², X_i ≈ d·m²: the statistical bound is
-// then λ_v·(γ̃/γ)/√C of the rigorous one (C = 4096, λ_v ≈ 8: 0.13·γ̃/γ). It rests on the
-// elements' bounds, not on their errors' size: a correct kernel uses ~1e-3 of it or less, where
-// the element tier's statistical share is ~0.05, so a defect just above the element tier's
-// statistical bound can pass it.
+// then λ_v·(γ̃/γ)/√C of the rigorous one. It rests on the elements' bounds, not on their errors'
+// size: a correct kernel uses a few 1e-3 of it or less, where the element tier's statistical share
+// is ~0.05, so a defect just above the element tier's statistical bound can pass it.
 //
 // What it declines (the element tier judges instead): a stack (L > 1), a bf16 / f16 case (its
 // windows are around the rounded reference, not additive bounds), exact mode (bitwise), and a
 // block whose output or panels hold a NaN or Inf (projection_judgement::declined: that block alone
 // goes to the element tier, with its non-finite rule).
+
+// The number of sign vectors m each projected row is judged on.
+inline constexpr int projection_vectors = 8;
 
 // The size above which check=auto judges by projection: 2^33 multiply-adds per output (M·N·K for
 // each of Y, dX, dW), beyond 2048³. The element tier's reference costs the kernel's own work
@@ -391,8 +404,9 @@ inline constexpr double projection_threshold = 0x1p33;
 [[nodiscard]] bool judged_by_projection(const par::run_case& c);
 
 // The projection tier of a case: λ for the element bounds' rounding events and λ_v for its
-// projected rows, each at half of ref::statistical_p_fail, and the false-alarm probability they
-// make together. λ = 0: the statistical tier is off (exact mode, no chains).
+// projected rows (ref::rms_lambda_for over projection_vectors), each at half of
+// ref::statistical_p_fail, and the false-alarm probability they make together. λ = 0: the
+// statistical tier is off (exact mode, no chains).
 struct projection_tier {
   double lambda = 0, lambda_v = 0, p_fail = 0, rows = 0;
   // The data-aware bound's (statistical_tier), over the kernel's computation alone; 0: off.
@@ -403,8 +417,9 @@ struct projection_tier {
                                                  bool forward, bool backward, bool claimed,
                                                  bool partial_inputs);
 
-// The signs v_j (±1) of output t's global columns `cols`, a pure function of (seed, output,
-// column): counter_hash on a stream no input uses.
+// The signs v_rj (±1) of output t's global columns `cols` for the projection_vectors vectors r,
+// column-major: v[j·m + r]. A pure function of (seed, output, vector, column): counter_hash on a
+// stream no input uses.
 [[nodiscard]] std::vector<double> projection_signs(const par::run_case& c, par::tensor t,
                                                    std::span<const par::index_run> cols);
 
@@ -430,18 +445,22 @@ struct projection_bound {
 
 // One block judged by projection: its worst projected row (local index; the one with the largest
 // share of the rigorous bound, or, when only the statistical bound is exceeded, of that one), its
-// error |g − r| and both bounds there, and the worst shares of each bound over its rows.
+// errors there — the largest |g_r − r_r| over the vectors (err_max, on vector `vector`, against the
+// rigorous bound) and their root mean square (err, against the statistical bound) — and the worst
+// shares of each bound over its rows.
 struct projection_judgement {
   bool declined = false;  // a NaN or Inf in the block or its panels: the element tier judges it
   bool failed = false, statistical = false;  // failed the statistical bound only
   std::int64_t row = -1;
-  double err = 0, rigorous = 0, stat_bound = 0, got = 0, expected = 0;
+  int vector = 0;
+  double err = 0, err_max = 0, rigorous = 0, stat_bound = 0, got = 0, expected = 0;
   error_cell worst;  // err_u_mag stays −1: a projection has no per-element magnitude
   std::int64_t flops = 0, panel_bytes = 0;
 };
 // The reference side of block b's projection over the inner indices `inner` (all of them, or a
-// part: the parts' r, S and X add up to the whole's): per row r_i, S_i and X_i, and whether every
-// panel value was finite (else the block is declined).
+// part: the parts' r, S and X add up to the whole's): per row r_ir (r[i·m + r], m =
+// projection_vectors), S_i and X_i, and whether every panel value was finite (else the block is
+// declined).
 struct projection_sums {
   std::vector<double> r, sum, max;
   // Q_i = Σ_k a_ik²·Σ_j w_jk² where the data-aware bound applies (empty otherwise), +∞ in a row
@@ -463,8 +482,9 @@ struct projection_sums {
 [[nodiscard]] projection_judgement project_block(const par::run_case& c, par::tensor t,
                                                  const par::block& b, const par::any_matrix& got,
                                                  const tolerance& tol, const projection_tier& pt);
-// "<block_where>, projected on signs v over the block's columns: (got·v)_i = …, (A·(Wᵀ·v))_i = …,
-// error e = q·rigorous bound b (k_par=…), q'·statistical bound b' (λ=…, λ_v=…, …) [projection]".
+// "<block_where>, projected on 8 sign vectors v over the block's columns: on v_r, (got·v)_i = …,
+// (A·(Wᵀ·v))_i = …, error e = q·rigorous bound b (k_par=…); over the 8, root mean square error
+// e' = q'·statistical bound b' (λ=…, λ_v=…, …) [projection]".
 [[nodiscard]] std::string describe(const projection_judgement& j, const tolerance& tol,
                                    const projection_tier& pt, const std::string& block_where);
 

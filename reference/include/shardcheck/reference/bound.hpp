@@ -62,6 +62,21 @@ namespace shardcheck::ref {
 // The probability bound of the statistical tier at λ for `events` roundings:
 // min(1, 2·events·exp(−λ²(1 − u)²/2)); false_alarm(e, lambda_for(e, p, u), u) ≈ p.
 [[nodiscard]] double false_alarm(double events, double lambda, double u);
+// --- the mean of m squared projections (the projection tier, properties/verdict.hpp) ---------
+// Z = Σ_j v_j·e_j over independent Rademacher signs v_j is sub-Gaussian: E exp(sZ) ≤
+// exp(s²σ²/2), σ² = Σ_j e_j². With g a standard normal, E exp(θZ²) = E_g E_Z exp(√(2θ)·g·Z) ≤
+// E_g exp(θ·g²·σ²) = (1 − 2θσ²)^(−1/2), so the sum of m independent such Z_r² is dominated by
+// σ² times a χ² of m degrees of freedom, and Chernoff's bound at θ = (1 − 1/τ)/(2σ²) gives
+//   P(Σ_r Z_r² ≥ m·τ·σ²) ≤ exp(−(m/2)·(τ − 1 − ln τ))   for τ > 1.
+// rms_lambda_for(events, p, m): the λ = √τ at which `events` such rows hold together except with
+// probability at most p (a union bound): the root mean square of a row's m projected errors is
+// then at most λ·σ. rms_lambda_for(1e5, 5e-10, 8) = 3.42, against Hoeffding's √(2·ln(2e5/5e-10))
+// = 7.9 for one vector: m vectors judge the mean of their squares, which concentrates, where one
+// vector's single draw may fall near 0 (an error of rank one, the same draw on every row).
+[[nodiscard]] double rms_lambda_for(double events, double p_fail, int m);
+// min(1, events·exp(−(m/2)·(λ² − 1 − ln λ²))) for λ > 1; rms_false_alarm(e, rms_lambda_for(e, p,
+// m), m) ≈ p.
+[[nodiscard]] double rms_false_alarm(double events, double lambda, int m);
 // The tier's γ: the rigorous γ_k when λ = 0, else γ̃_k(λ) with t's unit roundoff.
 [[nodiscard]] double tier_gamma(std::int64_t k, dtype t, double lambda);
 // --- the data-aware bound (the statistical tier on sign-symmetric data) ------------------------
