@@ -690,8 +690,8 @@ void check_whole_truth(const options& o, std::int64_t k, std::int64_t limit) {
                                          checked_mul(outputs, 24, "audit bytes"), "audit bytes");
   if (bytes > limit)
     throw usage_error("audit: the whole truth at K=" + std::to_string(k) + " needs " +
-                      prop::human_bytes(bytes) + " on rank 0, above its memory limit of " +
-                      prop::human_bytes(limit));
+                      prop::human_bytes(bytes) + " on rank 0, above the memory limit of " +
+                      prop::human_bytes(limit) + " per rank (--memory-limit)");
 }
 
 // A cell to run: its subject and case.
@@ -902,6 +902,7 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
       "Numerical-stability sweep (under mpirun): strategies x K x p x dtype x backend, every "
       "element against the high-precision oracle; CSV, JSON, plots and a summary");
   c->add_option("--out", o.out, "Directory for audit.csv, audit.json, the plots, the summary");
+  runner::add_memory_limit(c, o.memory_limit);
   c->add_option("--strategy", o.strategies,
                 "Strategy or mutant to audit (repeatable; default: every single-layer kernel)");
   c->add_option("--K", o.ks, "Contraction lengths (repeatable; default 16 32 64 … 65536)");
@@ -926,7 +927,7 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
     runner::prepare_out_dir("--out", o.out);
     if (rank == 0) runner::partial_file((std::filesystem::path(o.out) / "audit.json").string());
   }
-  const std::int64_t limit = prop::default_memory_limit_here();
+  const std::int64_t limit = runner::memory_limit(o.memory_limit);
   check_whole_truth(o, sw.ks.back(), limit);
   std::set<std::string> skip_seen;
   const auto skip = [&](const std::string& why) {

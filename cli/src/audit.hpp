@@ -36,6 +36,7 @@ struct options {
   std::vector<std::string> backends;    // empty: native and mpi
   std::int64_t m = 8, n = 8;
   std::uint64_t seed = 1;
+  std::string memory_limit;  // --memory-limit, e.g. "2GiB"; empty: 3/4 of the machine per rank
   bool quiet = false;
 };
 

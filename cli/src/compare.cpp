@@ -1194,9 +1194,7 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
                 "Strategy to compare (repeatable; default: all that fit)");
   c->add_option("--memory-per-rank", o.memory_per_rank,
                 "Name the fastest strategy that fits in this much per rank, e.g. 512MiB");
-  c->add_option("--memory-limit", o.memory_limit,
-                "Refuse a shape whose footprint on a rank is above this (default: 3/4 of the "
-                "machine's memory shared by the ranks on it)");
+  runner::add_memory_limit(c, o.memory_limit);
   c->add_option("--reps", o.reps, "Timed repetitions per strategy (median)")->capture_default_str();
   c->add_option("--out", o.out, "Directory for compare.json and the plots (created)");
   c->add_option("--alpha", o.alpha, "Link latency in seconds (default: probed)")
@@ -1237,9 +1235,7 @@ int run(const std::vector<const par::kernel*>& kernels, const finder& find, cons
   prob.validate();
   par::comm world = par::comm::world();
   const int p = world.size();
-  const std::int64_t limit = o.memory_limit.empty()
-                                 ? prop::default_memory_limit_here()
-                                 : prop::parse_bytes(o.memory_limit, "--memory-limit");
+  const std::int64_t limit = runner::memory_limit(o.memory_limit);
   const std::int64_t budget =
       o.memory_per_rank.empty() ? 0 : prop::parse_bytes(o.memory_per_rank, "--memory-per-rank");
   check_reference_footprint(prob, limit);

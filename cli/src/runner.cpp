@@ -20,6 +20,7 @@
 #include "corpus.hpp"
 #include "shardcheck/parallel/comm.hpp"
 #include "shardcheck/properties/exit_codes.hpp"
+#include "shardcheck/properties/footprint.hpp"
 #include "shardcheck/properties/last_words.hpp"
 
 namespace shardcheck::runner {
@@ -201,6 +202,17 @@ const CLI::Validator& replay_line_length() {
       },
       "", "replay line length");
   return v;
+}
+
+void add_memory_limit(CLI::App* c, std::string& text) {
+  c->add_option("--memory-limit", text,
+                "Refuse a case whose footprint on a rank is above this many bytes, e.g. 2GiB, "
+                "512M, 1000000 (default: 3/4 of the machine's memory shared by the ranks on it)");
+}
+
+std::int64_t memory_limit(const std::string& text) {
+  return text.empty() ? prop::default_memory_limit_here()
+                      : prop::parse_bytes(text, "--memory-limit");
 }
 
 void write_file(const std::string& path, std::string_view text) {

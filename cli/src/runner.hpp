@@ -52,6 +52,14 @@ struct usage_error : error {
 // starts.
 [[nodiscard]] const CLI::Validator& replay_line_length();
 
+// --memory-limit, the same for every command that runs cases: the bytes a case's footprint on a
+// rank may take (prop::footprint_of), e.g. 2GiB, 512M, 1000000; a case above it is refused before
+// it runs. add_memory_limit adds the option to `c` (into `text`); memory_limit(text) is the limit,
+// or with `text` empty the default: 3/4 of the machine's memory shared by the ranks on it
+// (prop::default_memory_limit_here, collective over MPI_COMM_WORLD). A bad value is exit 2.
+void add_memory_limit(CLI::App* c, std::string& text);
+[[nodiscard]] std::int64_t memory_limit(const std::string& text);
+
 // Writes `text` to `path` whole or not at all (a temporary name beside it, then rename; a path
 // that is no regular file, /dev/null, is written in place). Throws usage_error naming the path
 // and the reason, e.g. "cannot write out/audit.json: No space left on device".

@@ -230,7 +230,7 @@ std::vector<point> plan_points(const std::vector<const par::kernel*>& kernels,
                         " has no weak-scaling rule here (a stack, or a layout chosen by "
                         "parameters): name the dimensions that grow with --grow");
   }
-  const std::int64_t limit = prop::default_memory_limit_here();
+  const std::int64_t limit = runner::memory_limit(o.memory_limit);
   par::check_method check = par::check_method::automatic;
   try {
     check = par::parse_check_method(o.check);
@@ -346,6 +346,7 @@ CLI::App* add_subcommand(CLI::App& app, options& o) {
                 "How outputs are judged, as verify --check: auto, reference or projection")
       ->capture_default_str();
   c->add_option("--out", o.out, "Directory for scale.json and the plot (created)");
+  runner::add_memory_limit(c, o.memory_limit);
   c->add_flag("--quiet", o.quiet, "No line per case on stderr");
   return c;
 }

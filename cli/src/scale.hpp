@@ -31,6 +31,7 @@ struct options {
   std::string dtype = "f64";
   std::string check = "auto";  // --check: how outputs are judged (verify --check)
   std::string out;             // directory for scale.json and the plots; empty: none
+  std::string memory_limit;    // --memory-limit, e.g. "2GiB"; empty: 3/4 of the machine per rank
   bool quiet = false;
 };
 

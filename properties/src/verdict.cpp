@@ -1928,8 +1928,8 @@ bool project_columns(const strided<S>& q, std::size_t n, std::size_t d, const do
       }
     }
   }
-  for (std::size_t k = 0; k < d && finite; ++k)
-    finite = std::isfinite(a[k]) && std::isfinite(hi[k * nv]);
+  for (std::size_t k = 0; k < d && finite; ++k) finite = std::isfinite(a[k]);
+  for (std::size_t e = 0; e < hi.size() && finite; ++e) finite = std::isfinite(hi[e]);
   return finite;
 }
 
@@ -2038,8 +2038,8 @@ projection_sums sums_of(const par::run_case& c, tensor t, const block& b, par::i
   if (!out.finite) return out;
   project_rows(l, rows, d, hi, lo, sa, sm, out.r, out.sum, out.max, sq);
   if (sq != nullptr) out.sq = std::move(squares.row);
-  for (std::size_t i = 0; i < rows && out.finite; ++i)
-    out.finite = std::isfinite(out.sum[i]) && std::isfinite(out.r[i * nv]);
+  for (std::size_t i = 0; i < rows && out.finite; ++i) out.finite = std::isfinite(out.sum[i]);
+  for (std::size_t e = 0; e < out.r.size() && out.finite; ++e) out.finite = std::isfinite(out.r[e]);
   return out;
 }
 

@@ -785,9 +785,7 @@ int do_verify(const catalogue& cat, const verify_options& o, const std::string& 
   }
   const auto chosen = chosen_strategies(cat, o, forced.has_value());
   par::comm world = par::comm::world();
-  const std::int64_t limit = o.memory_limit_text.empty()
-                                 ? prop::default_memory_limit_here()
-                                 : prop::parse_bytes(o.memory_limit_text, "--memory-limit");
+  const std::int64_t limit = runner::memory_limit(o.memory_limit_text);
   par::run_case replay_case;
   if (!o.replay.empty()) {
     replay_case = par::run_case::parse(o.replay);
@@ -981,10 +979,7 @@ runner::command verify(CLI::App& app, const catalogue& cat, const std::string& p
                                    "1024..4096 (shrinking stays inside it; default: drawn)");
   auto* n_opt = verify->add_option("--N", o->n_pin, "The same for N");
   auto* k_opt = verify->add_option("--K", o->k_pin, "The same for K");
-  verify->add_option("--memory-limit", o->memory_limit_text,
-                     "Refuse a case whose footprint on a rank is above this many bytes, e.g. "
-                     "2GiB, 512M, 1000000 (default: 3/4 of the machine's memory shared by the "
-                     "ranks on it)");
+  runner::add_memory_limit(verify, o->memory_limit_text);
   verify->add_option("--log-cases", o->log_cases,
                      "Append every case line to this file before the case runs (replays with "
                      "--replay-file)");

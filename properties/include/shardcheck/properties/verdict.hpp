@@ -392,7 +392,7 @@ inline constexpr int projection_vectors = 8;
 // The size above which check=auto judges by projection: 2^33 multiply-adds per output (M·N·K for
 // each of Y, dX, dW), beyond 2048³. The element tier's reference costs the kernel's own work
 // again, plus its magnitudes where a block differs (verify at 2048³ = 2^33 on data_parallel,
-// p = 2: 4.3× the kernel's step in f64), and grows as n³: at 4096³ its check took 4.1 s of a
+// p = 2: 4.5× the kernel's step in f64), and grows as n³: at 4096³ its check took 4.1 s of a
 // rank's time against the projection's 0.65 s. Below it, the element tier's per-element verdict,
 // its diagnosis of the error's shape and its bitwise settling cost seconds at most and say more.
 inline constexpr double projection_threshold = 0x1p33;
