@@ -2050,8 +2050,8 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
   projection_judgement j;
   const auto rows = static_cast<std::size_t>(b.rows), cols = static_cast<std::size_t>(b.cols);
   const std::int64_t inner = inner_of(c.prob, t);
-  j.flops = checked_mul(checked_mul(2 * projection_vectors, b.rows, "check flops") + 6 * b.rows,
-                        b.cols, "check flops");
+  j.flops = checked_mul(2 * (checked_mul(projection_vectors, b.rows, "check flops") + 3), b.cols,
+                        "check flops");
   if (rows == 0 || cols == 0) return j;
   if (!sums.finite || sums.r.size() != rows * nv) {
     j.declined = true;
