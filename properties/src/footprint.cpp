@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "shardcheck/parallel/plan.hpp"
+#include "shardcheck/properties/invariance.hpp"
 #include "shardcheck/properties/verdict.hpp"
 
 namespace shardcheck::prop {
@@ -25,8 +26,10 @@ std::int64_t mul3(std::int64_t a, std::int64_t b, std::int64_t c) {
 }
 }  // namespace
 
-std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
-                            std::span<const int> coords, unsigned mask) {
+namespace {
+// rank_footprint, and the bytes of the rank's output blocks to `outputs`.
+std::int64_t rank_bytes(const par::kernel& k, const par::run_case& c, std::span<const int> coords,
+                        unsigned mask, std::int64_t& outputs) {
   const auto on = [&](property q) { return (mask & static_cast<unsigned>(q)) != 0; };
   // The properties that run the kernel again and keep its outputs beside the first run's.
   const bool again = on(property::determinism) || on(property::memory) || on(property::invariance);
@@ -35,10 +38,17 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
   const auto e = static_cast<std::int64_t>(size_of(p.type));
   std::int64_t blocks = 0, total = 0;
   const auto add = [&](std::int64_t& to, std::int64_t v) { to = checked_add(to, v, "footprint"); };
+  // The memory check's re-run at a smaller memory-bounding parameter makes its own inputs while
+  // the first run's are held (harness.cpp check_memory).
+  bool inputs_again = false;
+  for (const par::param_spec& ps : k.info().params)
+    inputs_again = inputs_again || (ps.memory_monotone && on(property::memory));
+  outputs = 0;
   for (const par::tensor_plan& t : plan.tensors) {
     const std::int64_t bytes = mul3(t.region.rows, t.region.cols, e);
     add(blocks, bytes);
-    if (!t.is_input() && again) add(total, bytes);  // a re-run's second copy
+    if (!t.is_input()) add(outputs, bytes);
+    if (t.is_input() ? inputs_again : again) add(total, bytes);  // a re-run's second copy
   }
   add(total, blocks);
   if (!on(property::forward) && !on(property::backward)) {
@@ -97,12 +107,39 @@ std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
   return total;
 }
 
+}  // namespace
+
+std::int64_t rank_footprint(const par::kernel& k, const par::run_case& c,
+                            std::span<const int> coords, unsigned mask) {
+  std::int64_t outputs = 0;
+  return rank_bytes(k, c, coords, mask, outputs);
+}
+
 footprint footprint_of(const par::kernel& k, const par::run_case& c, unsigned mask) {
   footprint out;
   const std::vector<int> dims = k.mesh_dims(c);
+  std::int64_t kept = 0;  // the largest rank's outputs
   for (int r = 0; r < c.p; ++r) {
-    const std::int64_t bytes = rank_footprint(k, c, par::coords_of(r, dims), mask);
+    std::int64_t outputs = 0;
+    const std::int64_t bytes = rank_bytes(k, c, par::coords_of(r, dims), mask, outputs);
     if (bytes > out.bytes) out = {bytes, r};
+    kept = std::max(kept, outputs);
+  }
+  // Invariance runs each variant of the case (another p, partition, backend or parameter value:
+  // invariance.hpp variants_of) after the first run, whose outputs it keeps meanwhile; a variant
+  // at p = 1 holds the whole problem on one rank.
+  if ((mask & static_cast<unsigned>(property::invariance)) == 0 || !k.info().invariant.any())
+    return out;
+  std::vector<variant> variants;
+  try {
+    variants = variants_of(k, c);
+  } catch (const std::exception&) {
+    return out;  // the property reports a variant it cannot make
+  }
+  for (const variant& v : variants) {
+    const footprint f = footprint_of(k, v.c, 0);
+    const std::int64_t bytes = checked_add(kept, f.bytes, "footprint");
+    if (bytes > out.bytes) out = {bytes, f.rank};
   }
   return out;
 }

@@ -2101,16 +2101,20 @@ projection_judgement judge_rows(const par::run_case& c, tensor t, const block& b
   };
   const auto error_of = [&](std::size_t i) {
     row_error e;
-    double squares = 0;
     for (std::size_t q = 0; q < nv; ++q) {
       const double d = std::abs(g[i * nv + q] - sums.r[i * nv + q]);
       if (d > e.largest || q == 0) {
         e.largest = d;
         e.at = q;
       }
+    }
+    // Scaled by the largest, so that no square overflows.
+    double squares = 0;
+    for (std::size_t q = 0; q < nv && e.largest > 0; ++q) {
+      const double d = std::abs(g[i * nv + q] - sums.r[i * nv + q]) / e.largest;
       squares += d * d;
     }
-    e.rms = std::sqrt(squares / static_cast<double>(nv));
+    e.rms = e.largest * std::sqrt(squares / static_cast<double>(nv));
     return e;
   };
   double worst_rig = -1, worst_stat = -1;

@@ -65,6 +65,8 @@ double rms_false_alarm(double events, double lambda, int m) {
   return std::min(1.0, events * std::exp(-0.5 * m * (tau - 1.0 - std::log(tau))));
 }
 double rms_lambda_for(double events, double p_fail, int m) {
+  if (!(p_fail > 0.0 && p_fail < 1.0) || m < 1)
+    throw error("rms_lambda_for: a probability in (0, 1) and at least one vector");
   if (!(events >= 1.0)) events = 1.0;
   // τ − 1 − ln τ rises from 0 at τ = 1: bisect for the τ where it meets 2·ln(events/p)/m, then
   // step up until the probability holds (the bisection's last rounding).
@@ -76,7 +78,8 @@ double rms_lambda_for(double events, double p_fail, int m) {
     (mid - 1.0 - std::log(mid) < target ? lo : hi) = mid;
   }
   double lambda = std::sqrt(hi);
-  while (rms_false_alarm(events, lambda, m) > p_fail) lambda = std::nextafter(lambda, INFINITY);
+  for (int i = 0; i < 64 && rms_false_alarm(events, lambda, m) > p_fail; ++i)
+    lambda = std::nextafter(lambda, INFINITY);
   return lambda;
 }
 double false_alarm(double events, double lambda, double u) {

@@ -15,7 +15,8 @@ namespace shardcheck::prop {
 
 // Bytes rank `coords` holds for case c (completed and validated) when the properties of `mask`
 // (harness.hpp) are checked: its inputs' and outputs' blocks (outputs twice where determinism,
-// memory or invariance runs the kernel again), the reference of each judged output block (Y with
+// memory or invariance runs the kernel again; inputs twice where memory re-runs it at a smaller
+// memory-bounding parameter), the reference of each judged output block (Y with
 // forward, dX and dW with backward) with the input panels the reference reads (a share of the
 // inner dimension when r ranks hold the block) and a double magnitude per element (a stack's
 // whole reference, which every rank computes), and the kernel's claimed peak above its inputs —
@@ -28,7 +29,9 @@ struct footprint {
   std::int64_t bytes = 0;  // the largest rank's
   int rank = 0;            // which
 };
-// The largest rank_footprint over c's p ranks.
+// The largest rank_footprint over c's p ranks; with invariance in `mask` on a kernel that claims
+// it, at least the largest rank's outputs (kept) beside each variant's run (its footprint with no
+// property).
 [[nodiscard]] footprint footprint_of(const par::kernel& k, const par::run_case& c,
                                      unsigned mask = all_properties);
 

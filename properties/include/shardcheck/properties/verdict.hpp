@@ -393,8 +393,9 @@ inline constexpr int projection_vectors = 8;
 // each of Y, dX, dW), beyond 2048³. The element tier's reference costs the kernel's own work
 // again, plus its magnitudes where a block differs (verify at 2048³ = 2^33 on data_parallel,
 // p = 2: 4.5× the kernel's step in f64), and grows as n³: at 4096³ its check took 4.1 s of a
-// rank's time against the projection's 0.65 s. Below it, the element tier's per-element verdict,
-// its diagnosis of the error's shape and its bitwise settling cost seconds at most and say more.
+// rank's time against the projection's 0.65 s (one vector; 1.7–1.8 s with eight). Below it, the
+// element tier's per-element verdict, its diagnosis of the error's shape and its bitwise settling
+// cost seconds at most and say more.
 inline constexpr double projection_threshold = 0x1p33;
 
 // Why case c cannot be judged by projection ("a stack", "bf16 storage", "exact mode"), or "".
@@ -434,7 +435,8 @@ struct projection_bound {
                                                    double gamma, double gamma_tilde,
                                                    double lambda_v);
 // The data-aware statistical bound of the same row (projection_tier's λ_a, λ_d; off: +∞), from
-// Q = Σ_j q_ij = Σ_k a_ik²·Σ_j w_jk² beside S and X: Hoeffding over v on the elements'
+// Q = Σ_j q_ij = Σ_k a_ik²·Σ_j w_jk² beside S and X: the χ²_m root mean square over the m vectors
+// (ref::rms_lambda_for's λ_v) on the elements'
 // data-aware bounds b_ij (ref::data_aware_bound for the kernel's chain k), whose
 // √(Σ_j b_ij²) ≤ λ_a·u·√(k·(λ_d·√Q + γ_k·√(X·S))² + Q) by Minkowski's inequality over j; plus
 // the check's own rounding, as projection_bound_of's.

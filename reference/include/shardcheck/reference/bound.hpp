@@ -71,8 +71,9 @@ namespace shardcheck::ref {
 // rms_lambda_for(events, p, m): the λ = √τ at which `events` such rows hold together except with
 // probability at most p (a union bound): the root mean square of a row's m projected errors is
 // then at most λ·σ. rms_lambda_for(1e5, 5e-10, 8) = 3.42, against Hoeffding's √(2·ln(2e5/5e-10))
-// = 7.9 for one vector: m vectors judge the mean of their squares, which concentrates, where one
+// = 8.2 for one vector: m vectors judge the mean of their squares, which concentrates, where one
 // vector's single draw may fall near 0 (an error of rank one, the same draw on every row).
+// Throws shardcheck::error unless 0 < p_fail < 1 and m ≥ 1.
 [[nodiscard]] double rms_lambda_for(double events, double p_fail, int m);
 // min(1, events·exp(−(m/2)·(λ² − 1 − ln λ²))) for λ > 1; rms_false_alarm(e, rms_lambda_for(e, p,
 // m), m) ≈ p.
