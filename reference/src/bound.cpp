@@ -73,10 +73,9 @@ double rms_lambda_for(double events, double p_fail, int m) {
   const double target = 2.0 * std::log(events / p_fail) / m;
   double lo = 1.0, hi = 2.0;
   while (hi - 1.0 - std::log(hi) < target) hi *= 2.0;
-  for (int i = 0; i < 200 && hi - lo > hi * 1e-15; ++i) {
-    const double mid = 0.5 * (lo + hi);
+  // Until lo and hi are neighbouring doubles (at most about 64 halvings of a binade's range).
+  for (double mid = 0.5 * (lo + hi); mid > lo && mid < hi; mid = 0.5 * (lo + hi))
     (mid - 1.0 - std::log(mid) < target ? lo : hi) = mid;
-  }
   double lambda = std::sqrt(hi);
   for (int i = 0; i < 64 && rms_false_alarm(events, lambda, m) > p_fail; ++i)
     lambda = std::nextafter(lambda, INFINITY);

@@ -69,6 +69,10 @@ TEST(bound, rms_lambda_for_meets_its_false_alarm_probability) {
   EXPECT_LT(rms_lambda_for(1e5, 5e-10, 64), rms_lambda_for(1e5, 5e-10, 8));
   EXPECT_GT(rms_lambda_for(1e9, 5e-10, 8), lambda);
   EXPECT_EQ(rms_false_alarm(1e5, 1.0, 8), 1.0);
+  // No λ meets a probability of 0 or 1, or no vector: refused rather than searched for.
+  EXPECT_THROW((void)rms_lambda_for(1e5, 0.0, 8), error);
+  EXPECT_THROW((void)rms_lambda_for(1e5, 1.0, 8), error);
+  EXPECT_THROW((void)rms_lambda_for(1e5, 5e-10, 0), error);
   // Against Hoeffding's for one vector at the same budget: √(2·ln(2·events/p)).
   EXPECT_LT(2 * lambda, lambda_for(1e5, 5e-10, 0));
 }
